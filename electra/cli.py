@@ -1,0 +1,265 @@
+"""The `electra` command: tokenizer, prepare, pretrain, detect, plot, presets, demo.
+
+Settings resolve in this order: a preset, then `--config FILE` (JSON or TOML), then the named flags
+(--steps, --batch-size, ...), then any `--section.field VALUE` override (e.g. `--train.lr 1e-4`,
+`--objective.generator_hidden_fraction 1.0`). A user error prints one line and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from electra.errors import ElectraError
+
+
+def _out_dir_guard(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise ElectraError(f"{out} already exists: pass --overwrite or another --out")
+
+
+def cmd_tokenizer_train(args: argparse.Namespace) -> None:
+    from electra.corpus import resolve_paths
+    from electra.tokenizer import save_tokenizer, train_tokenizer
+
+    out = Path(args.out)
+    _out_dir_guard(out, args.overwrite)
+    paths = resolve_paths(args.corpus)
+    tok = train_tokenizer(
+        paths, args.vocab_size, lowercase=not args.cased, min_frequency=args.min_frequency
+    )
+    if tok.get_vocab_size() <= 5:
+        raise ElectraError(
+            f"no text found in {', '.join(args.corpus)}: the tokenizer learned no tokens"
+        )
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_tokenizer(tok, tmp, lowercase=not args.cased)
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    print(f"tokenizer with {tok.get_vocab_size()} tokens -> {out}")
+
+
+def cmd_prepare(args: argparse.Namespace) -> None:
+    from electra.data import prepare
+
+    s = prepare(
+        args.corpus,
+        args.tokenizer,
+        seq_len=args.seq_len,
+        out_dir=args.out,
+        seed=args.seed,
+        workers=args.workers,
+        overwrite=args.overwrite,
+    )
+    print(
+        f"{s['examples']} examples, {s['tokens']} tokens in {s['shards']} shards from "
+        f"{s['documents']} documents (seq len {args.seq_len}) -> {args.out}"
+    )
+
+
+def parse_overrides(extra: list[str]) -> dict[str, str]:
+    """`--train.lr 1e-4` or `--train.lr=1e-4` -> {"train.lr": "1e-4"}."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(extra):
+        arg = extra[i]
+        if not arg.startswith("--") or "." not in arg.split("=")[0]:
+            raise ElectraError(
+                f"unrecognised argument {arg!r}: config overrides look like --train.lr 1e-4"
+            )
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(extra):
+                raise ElectraError(f"override --{key} needs a value")
+            value = extra[i + 1]
+            i += 1
+        out[key] = value
+        i += 1
+    return out
+
+
+def resolve_run_config(args: argparse.Namespace, extra: list[str]):
+    from electra.config import RunConfig, apply_overrides, flatten, preset, read_config_file
+
+    if args.resume:
+        saved = Path(args.resume) / "config.json"
+        if not saved.is_file():
+            raise ElectraError(
+                f"{args.resume} is not a run folder (no config.json): check the path"
+            )
+        cfg = RunConfig.load(saved)
+    else:
+        file_values = flatten(read_config_file(args.config)) if args.config else {}
+        name = args.preset or file_values.pop("preset", None) or "small"
+        file_values.pop("preset", None)
+        cfg = apply_overrides(preset(str(name)), file_values, source=args.config or "config")
+    flags = {
+        "data.path": args.data,
+        "data.seq_len": args.seq_len,
+        "train.steps": args.steps,
+        "train.batch_size": args.batch_size,
+        "train.seed": args.seed,
+        "train.device": args.device,
+        "train.precision": args.precision,
+        "train.compile": True if args.compile else None,
+    }
+    overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
+    overrides.update(parse_overrides(extra))
+    return apply_overrides(cfg, overrides, source="command line")
+
+
+def cmd_pretrain(args: argparse.Namespace, extra: list[str]) -> None:
+    from electra.train import pretrain
+
+    cfg = resolve_run_config(args, extra)
+    out = args.resume or args.out or f"runs/{cfg.preset}"
+    pretrain(cfg, out, resume=bool(args.resume))
+
+
+def cmd_detect(args: argparse.Namespace) -> None:
+    from electra.detect import detect, format_table
+
+    results = detect(args.model, args.text)
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results))
+        return
+    for text, tokens in zip(args.text, results, strict=True):
+        print(f"{text}\n{format_table(tokens)}\n")
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from electra.plot import plot_run
+
+    print(plot_run(args.run, args.out))
+
+
+def cmd_presets(args: argparse.Namespace) -> None:
+    import torch
+
+    from electra.config import PRESETS, generator_config, preset
+    from electra.model import (
+        ElectraForMaskedLM,
+        ElectraForPreTraining,
+        count_parameters,
+        format_count,
+    )
+
+    print(
+        f"{'preset':<8} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr"
+    )
+    for name in PRESETS:
+        c = preset(name)
+        with torch.device("meta"):  # sizes only, no memory
+            d = ElectraForPreTraining(c.model)
+            g = ElectraForMaskedLM(generator_config(c.model, c.objective), d.electra.embeddings)
+        gh = generator_config(c.model, c.objective).hidden_size
+        print(
+            f"{name:<8} {format_count(count_parameters(d.electra)):>14} "
+            f"{format_count(count_parameters(d, g) - count_parameters(d)):>14} {c.model.hidden_size:>5} "
+            f"{c.model.num_hidden_layers:>3} {c.model.embedding_size:>5} {gh:>5}  {c.data.seq_len:>3} "
+            f"{c.train.batch_size:>6}  {c.train.lr:g}"
+        )
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from electra.demo import run_demo
+
+    run_demo(args.out, steps=args.steps)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="electra", description="Pretrain ELECTRA text encoders.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    tok = sub.add_parser("tokenizer", help="train a WordPiece tokenizer")
+    tok_sub = tok.add_subparsers(dest="action", required=True)
+    t = tok_sub.add_parser("train", help="train WordPiece on a corpus (uncased unless --cased)")
+    t.add_argument("corpus", nargs="+", help="text/jsonl/gz files, globs or folders")
+    t.add_argument("--vocab-size", type=int, default=30522)
+    t.add_argument("--out", required=True)
+    t.add_argument("--cased", action="store_true", help="keep case and accents")
+    t.add_argument("--min-frequency", type=int, default=2)
+    t.add_argument("--overwrite", action="store_true")
+    t.set_defaults(func=cmd_tokenizer_train)
+
+    pr = sub.add_parser("prepare", help="tokenize and pack a corpus into a sharded token store")
+    pr.add_argument("corpus", nargs="+", help="text/jsonl/gz files, globs or folders")
+    pr.add_argument(
+        "--tokenizer", required=True, help="a tokenizer folder, tokenizer.json or vocab.txt"
+    )
+    pr.add_argument("--seq-len", type=int, default=128)
+    pr.add_argument("--out", required=True)
+    pr.add_argument("--seed", type=int, default=12345)
+    pr.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    pr.add_argument("--overwrite", action="store_true")
+    pr.set_defaults(func=cmd_prepare)
+
+    pt = sub.add_parser(
+        "pretrain",
+        help="pretrain an ELECTRA discriminator and generator",
+        epilog="Any config field can be set as --section.field VALUE, e.g. --train.lr 1e-4.",
+    )
+    pt.add_argument("--preset", help="tiny, small, small++, base or large (default small)")
+    pt.add_argument("--config", help="a JSON or TOML config file")
+    pt.add_argument("--data", help="a folder written by `electra prepare`")
+    pt.add_argument("--out", help="run folder (default runs/PRESET)")
+    pt.add_argument(
+        "--resume", metavar="RUN", help="continue the run in this folder from its last checkpoint"
+    )
+    pt.add_argument("--steps", type=int)
+    pt.add_argument("--batch-size", type=int)
+    pt.add_argument("--seq-len", type=int)
+    pt.add_argument("--seed", type=int)
+    pt.add_argument("--device")
+    pt.add_argument("--precision", choices=["auto", "fp32", "bf16"])
+    pt.add_argument("--compile", action="store_true", help="torch.compile the training step")
+    pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
+
+    de = sub.add_parser("detect", help="per-token probability of 'replaced'")
+    de.add_argument("--model", required=True, help="a run folder or a discriminator model folder")
+    de.add_argument("text", nargs="+")
+    de.add_argument("--json", action="store_true", help="print a JSON list of {token, p_replaced}")
+    de.set_defaults(func=cmd_detect)
+
+    pl = sub.add_parser("plot", help="plot a run's learning curves to PNG")
+    pl.add_argument("run")
+    pl.add_argument("--out")
+    pl.set_defaults(func=cmd_plot)
+
+    ps = sub.add_parser("presets", help="list the presets and their parameter counts")
+    ps.set_defaults(func=cmd_presets)
+
+    dm = sub.add_parser("demo", help="the whole pipeline on a built-in corpus, on CPU, in minutes")
+    dm.add_argument("--out", default="electra-demo")
+    dm.add_argument("--steps", type=int, help="pretraining steps (default: the tiny preset's)")
+    dm.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    try:
+        if getattr(args, "takes_overrides", False):
+            args.func(args, extra)
+        else:
+            if extra:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            args.func(args)
+    except ElectraError as e:
+        print(f"electra: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("electra: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

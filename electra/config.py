@@ -1,0 +1,377 @@
+"""Typed run configuration: model, objective, data and training settings, named presets, and overrides.
+
+A run is fully described by one `RunConfig`. It is built from a preset, then an optional config file
+(JSON or TOML), then `section.field=value` overrides from the command line, and it is saved with
+every checkpoint so a run can be resumed or reproduced from its folder alone.
+
+`ModelConfig` uses the field names of Hugging Face's `ElectraConfig`, so a model folder's
+`config.json` is an `ElectraConfig` and export needs no renaming.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from electra.errors import ElectraError
+
+
+@dataclass
+class ModelConfig:
+    """One transformer encoder (the discriminator, or a generator derived from it). HF ElectraConfig names."""
+
+    vocab_size: int = 30522
+    embedding_size: int = 128
+    hidden_size: int = 256
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ElectraError(
+                f"model.hidden_size={self.hidden_size} is not divisible by "
+                f"model.num_attention_heads={self.num_attention_heads}: pick a head count that divides it"
+            )
+        if self.hidden_act not in ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh"):
+            raise ElectraError(
+                f"model.hidden_act={self.hidden_act!r} is not supported: use gelu, gelu_new or relu"
+            )
+
+
+@dataclass
+class ObjectiveConfig:
+    """The pretraining objective (ELECTRA.md §2.3) and the generator's size relative to the discriminator."""
+
+    name: str = "electra"  # "electra" (replaced token detection) or "mlm" (the BERT baseline)
+    mask_prob: float = 0.15
+    # Slots per row; 0 means the official int((mask_prob + 0.005) * seq_len).
+    max_predictions: int = 0
+    # What happens to a selected position in the generator's (or MLM model's) input.
+    mask_frac: float = 0.85
+    keep_frac: float = 0.15
+    random_frac: float = 0.0
+    gen_weight: float = 1.0
+    disc_weight: float = 50.0
+    temperature: float = 1.0
+    # Generator width and depth as fractions of the discriminator's (paper: small 1/4, base 1/3).
+    generator_hidden_fraction: float = 0.25
+    generator_layers_fraction: float = 1.0
+    # Share word, position and token-type embeddings and the embedding LayerNorm (official code).
+    tie_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        if self.name not in OBJECTIVES:
+            raise ElectraError(
+                f"objective.name={self.name!r} is unknown: choose one of {', '.join(OBJECTIVES)}"
+            )
+        split = self.mask_frac + self.keep_frac + self.random_frac
+        if abs(split - 1.0) > 1e-6 or min(self.mask_frac, self.keep_frac, self.random_frac) < 0:
+            raise ElectraError(
+                "objective.mask_frac + keep_frac + random_frac must be non-negative and sum to 1 "
+                f"(got {self.mask_frac} + {self.keep_frac} + {self.random_frac})"
+            )
+        if not 0 < self.mask_prob < 1:
+            raise ElectraError(f"objective.mask_prob={self.mask_prob} must be in (0, 1)")
+        if (
+            not 0 < self.generator_hidden_fraction <= 1
+            or not 0 < self.generator_layers_fraction <= 1
+        ):
+            raise ElectraError("objective.generator_*_fraction must be in (0, 1]")
+
+    def num_predictions(self, seq_len: int) -> int:
+        """Masked slots per row: the official max_predictions_per_seq unless set explicitly."""
+        return self.max_predictions or max(1, int((self.mask_prob + 0.005) * seq_len))
+
+
+OBJECTIVES = ("electra", "mlm")
+
+
+@dataclass
+class DataConfig:
+    path: str = ""  # a folder written by `electra prepare`
+    seq_len: int = 128
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1_000_000
+    batch_size: int = 128  # sequences per optimizer step, over all devices and accumulation steps
+    grad_accum: int = 1
+    lr: float = 5e-4
+    warmup_steps: int = 10_000
+    warmup_proportion: float = 0.0  # warmup = max(warmup_steps, warmup_proportion * steps)
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    # The official optimizer has no Adam bias correction (ELECTRA.md §2.2); this switch reproduces it.
+    bias_correction: bool = True
+    clip_norm: float = 1.0
+    seed: int = 42
+    device: str = "auto"  # auto, cpu, cuda, cuda:N
+    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU), fp32, bf16
+    compile: bool = False
+    log_every: int = 100
+    save_every: int = 1000
+    keep_last: int = 5
+    # Stop (with a checkpoint) after this many steps; the schedule still runs to `steps`.
+    stop_after: int = 0
+    progress: bool = True
+    tensorboard: bool = True
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ElectraError(f"train.precision={self.precision!r}: use auto, fp32 or bf16")
+        for name in ("steps", "batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
+            if getattr(self, name) < 1:
+                raise ElectraError(f"train.{name} must be at least 1 (got {getattr(self, name)})")
+        if self.batch_size % self.grad_accum:
+            raise ElectraError(
+                f"train.batch_size={self.batch_size} is not divisible by train.grad_accum={self.grad_accum}"
+            )
+
+    @property
+    def warmup(self) -> int:
+        return max(self.warmup_steps, int(self.warmup_proportion * self.steps))
+
+
+@dataclass
+class RunConfig:
+    preset: str = "small"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: Path) -> None:
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "config") -> RunConfig:
+        return apply_overrides(cls(), flatten(d), source=source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        return cls.from_dict(read_config_file(path), source=str(path))
+
+
+def generator_config(disc: ModelConfig, objective: ObjectiveConfig) -> ModelConfig:
+    """The generator's encoder config, derived as the official `get_generator_config` does."""
+    hidden = max(1, round(disc.hidden_size * objective.generator_hidden_fraction))
+    return replace(
+        disc,
+        hidden_size=hidden,
+        num_hidden_layers=max(
+            1, round(disc.num_hidden_layers * objective.generator_layers_fraction)
+        ),
+        intermediate_size=4 * hidden,
+        num_attention_heads=max(1, hidden // 64),
+    )
+
+
+# --- presets -------------------------------------------------------------------------------------
+
+
+def _sized(hidden: int, layers: int, embedding: int, **model: Any) -> ModelConfig:
+    """An encoder sized as the official `get_bert_config`: heads = hidden / 64, FFN = 4 * hidden."""
+    return ModelConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        embedding_size=embedding,
+        **model,
+    )
+
+
+def _preset_small() -> RunConfig:
+    return RunConfig("small", _sized(256, 12, 128), ObjectiveConfig(), DataConfig(seq_len=128))
+
+
+def _preset_small_pp() -> RunConfig:
+    # The released "Small++": a full-width generator (ELECTRA.md §1, §10) and 4M steps.
+    cfg = _preset_small()
+    cfg.preset = "small++"
+    cfg.objective.generator_hidden_fraction = 1.0
+    cfg.train.steps = 4_000_000
+    return cfg
+
+
+def _preset_base() -> RunConfig:
+    return RunConfig(
+        "base",
+        _sized(768, 12, 768),
+        ObjectiveConfig(generator_hidden_fraction=1 / 3),
+        DataConfig(seq_len=512),
+        TrainConfig(steps=766_000, batch_size=256, lr=2e-4),
+    )
+
+
+def _preset_large() -> RunConfig:
+    return RunConfig(
+        "large",
+        _sized(1024, 24, 1024),
+        ObjectiveConfig(generator_hidden_fraction=0.25, mask_prob=0.25),
+        DataConfig(seq_len=512),
+        TrainConfig(steps=400_000, batch_size=2048, lr=2e-4),
+    )
+
+
+def _preset_tiny() -> RunConfig:
+    # For tests and the demo: about 3 CPU minutes. The paper's Small LR and 1/4-width generator;
+    # dropout off, as short runs learn faster without it (Cramming, ELECTRA.md §9).
+    model = _sized(128, 2, 64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model.num_attention_heads = 2
+    return RunConfig(
+        "tiny",
+        model,
+        ObjectiveConfig(generator_hidden_fraction=0.25),
+        DataConfig(seq_len=128),
+        TrainConfig(
+            steps=1500,
+            batch_size=32,
+            lr=5e-4,
+            warmup_steps=100,
+            log_every=50,
+            save_every=500,
+            keep_last=2,
+        ),
+    )
+
+
+PRESETS = {
+    "tiny": _preset_tiny,
+    "small": _preset_small,
+    "small++": _preset_small_pp,
+    "base": _preset_base,
+    "large": _preset_large,
+}
+
+
+def preset(name: str) -> RunConfig:
+    if name not in PRESETS:
+        hint = difflib.get_close_matches(name, PRESETS, n=1)
+        did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ElectraError(
+            f"unknown preset {name!r}{did_you_mean}: choose one of {', '.join(PRESETS)}"
+        )
+    return PRESETS[name]()
+
+
+# --- files and overrides -------------------------------------------------------------------------
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ElectraError(f"config file not found: {path}")
+    try:
+        if path.suffix == ".toml":
+            return tomllib.loads(path.read_text())
+        if path.suffix == ".json":
+            return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ElectraError(
+            f"config file {path} is not valid {path.suffix[1:].upper()}: {e}"
+        ) from None
+    raise ElectraError(f"config file {path} must end in .json or .toml")
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"train": {"lr": 1}} -> {"train.lr": 1}."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, typ: Any, key: str) -> Any:
+    """Turns a command-line string (or a JSON value) into the field's declared type."""
+    if isinstance(typ, types.UnionType) or typing.get_origin(typ) is typing.Union:
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            return None
+        typ = args[0]
+    try:
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(value).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if typ is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            if isinstance(value, str):
+                return int(float(value)) if float(value).is_integer() else int(value)
+            return int(value)
+        if typ is float:
+            return float(value)
+        if typ is str:
+            return str(value)
+    except (TypeError, ValueError):
+        pass
+    else:
+        return value
+    raise ElectraError(f"config field {key}={value!r} is not a valid {typ.__name__}")
+
+
+def apply_overrides(
+    cfg: RunConfig, overrides: dict[str, Any], source: str = "override"
+) -> RunConfig:
+    """Returns a new config with `section.field` values replaced; unknown keys are an error."""
+    sections = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "preset"}
+    changes: dict[str, dict[str, Any]] = {}
+    top: dict[str, Any] = {}
+    for key, value in overrides.items():
+        section, _, name = key.partition(".")
+        if section == "preset" and not name:
+            top["preset"] = str(value)
+            continue
+        obj = sections.get(section)
+        hints = _field_types(type(obj)) if obj is not None else {}
+        if obj is None or name not in hints:
+            known = [f"{s}.{f.name}" for s, o in sections.items() for f in fields(o)]
+            hint = difflib.get_close_matches(key, known, n=1)
+            did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
+            raise ElectraError(f"unknown config key {key!r} in {source}{did_you_mean}")
+        changes.setdefault(section, {})[name] = _coerce(value, hints[name], key)
+    new_sections = {s: replace(o, **changes.get(s, {})) for s, o in sections.items()}
+    return replace(cfg, **top, **new_sections)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Writes JSON to a temporary file beside `path`, then renames it: readers never see half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)

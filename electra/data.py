@@ -1,0 +1,563 @@
+"""Build the packed, sharded token store (`prepare`) and stream training batches from it.
+
+`prepare` turns a text corpus into fixed-length pretraining examples exactly the way the
+official ELECTRA `ExampleBuilder` does (ELECTRA.md section 4) and writes them as memory-mappable
+`.npy` shards next to a `meta.json` and a copy of the tokenizer. `PretrainingData` opens such a
+folder and gathers batches; `BatchStream` is the endless, deterministic, resumable batch order.
+
+Folder layout: `meta.json`, `tokenizer/`, `shard_00000.npy` (token ids [n, seq_len], padded with
+[PAD]) and `shard_00000.len.npy` (int16 [n, 2]: length of `[CLS] A [SEP]`, real length).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import sys
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from electra.corpus import ReadStats, iter_documents, resolve_paths
+from electra.errors import ElectraError
+from electra.tokenizer import (
+    SpecialIds,
+    fingerprint,
+    load_tokenizer,
+    lowercases,
+    save_tokenizer,
+    special_ids,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+FORMAT = 1
+MIN_SEQ_LEN = 8
+MAX_SEQ_LEN = 8192  # lengths are stored as int16; full attention is impractical beyond this
+# Chunks of consecutive documents are the unit of parallel work and of RNG seeding. Their
+# limits are constants, so chunk boundaries, and thus the output, never depend on worker count.
+CHUNK_DOCS = 2000
+CHUNK_CHARS = 2_000_000
+# Longer documents are packed in parts, so one chunk always fits in memory.
+MAX_DOCUMENT_CHARS = 10_000_000
+
+
+class ExampleBuilder:
+    """Packs the token ids of a document's lines into examples by the official ELECTRA rules."""
+
+    def __init__(self, max_len: int, rng: random.Random):
+        self.max_len = max_len
+        self.rng = rng
+        self.target = max_len
+        self.lines: list[list[int]] = []
+        self.length = 0
+        self.single_segment = 0  # examples whose 10% coin made them one segment
+        self.random_target = 0  # examples built with a randint(5, max_len) target length
+
+    def add_line(self, ids: list[int]) -> tuple[list[int], list[int]] | None:
+        """Add one line; returns (A, B) once the lines reach the target length."""
+        if not ids:
+            return None
+        self.lines.append(ids)
+        self.length += len(ids)
+        if self.length >= self.target:
+            return self._create()
+        return None
+
+    def end_document(self) -> tuple[list[int], list[int]] | None:
+        """Examples never cross documents: flush whatever has accumulated."""
+        return self._create() if self.length else None
+
+    def _create(self) -> tuple[list[int], list[int]]:
+        if self.rng.random() < 0.1:
+            first_target = 100_000
+            self.single_segment += 1
+        else:
+            first_target = (self.target - 3) // 2  # -3 for [CLS] and two [SEP]
+        first: list[int] = []
+        second: list[int] = []
+        for ids in self.lines:
+            # Same short-circuit order as the official code, so the 0.5 coin is drawn only
+            # when reached and the random stream matches it.
+            if (
+                not first
+                or len(first) + len(ids) < first_target
+                or (not second and len(first) < first_target and self.rng.random() < 0.5)
+            ):
+                first += ids
+            else:
+                second += ids
+        first = first[: self.max_len - 2]
+        second = second[: max(0, self.max_len - len(first) - 3)]
+
+        self.random_target += self.target != self.max_len
+        self.lines, self.length = [], 0
+        if self.rng.random() < 0.05:
+            self.target = self.rng.randint(5, self.max_len)
+        else:
+            self.target = self.max_len
+        return first, second
+
+
+@dataclass(frozen=True)
+class _PackSettings:
+    seq_len: int
+    seed: int
+    cls: int
+    sep: int
+    pad: int
+    dtype: str
+
+
+@dataclass
+class _Chunk:
+    ids: np.ndarray  # [n, seq_len]
+    lengths: np.ndarray  # [n, 2] int16: len([CLS] A [SEP]), real length
+    single_segment: int
+    random_target: int
+
+
+def _pack_chunk(tok: Tokenizer, index: int, docs: list[list[str]], s: _PackSettings) -> _Chunk:
+    """Tokenize and pack one chunk of documents with its own seeded RNG."""
+    builder = ExampleBuilder(s.seq_len, random.Random(f"{s.seed}-{index}"))
+    lines = [line for doc in docs for line in doc]
+    encodings = tok.encode_batch_fast(lines, add_special_tokens=False)
+    examples = []
+    start = 0
+    for doc in docs:
+        for encoding in encodings[start : start + len(doc)]:
+            example = builder.add_line(encoding.ids)
+            if example:
+                examples.append(example)
+        start += len(doc)
+        example = builder.end_document()
+        if example:
+            examples.append(example)
+
+    ids = np.full((len(examples), s.seq_len), s.pad, dtype=s.dtype)
+    lengths = np.empty((len(examples), 2), dtype=np.int16)
+    for row, (first, second) in enumerate(examples):
+        tokens = [s.cls, *first, s.sep]
+        lengths[row, 0] = len(tokens)
+        if second:
+            tokens += [*second, s.sep]
+        lengths[row, 1] = len(tokens)
+        ids[row, : len(tokens)] = tokens
+    return _Chunk(ids, lengths, builder.single_segment, builder.random_target)
+
+
+_worker_state: tuple[Tokenizer, _PackSettings] | None = None
+
+
+def _init_worker(tokenizer_json: str, settings: _PackSettings) -> None:
+    global _worker_state
+    # The pool is the parallelism; a Rust thread pool in each worker would only compete.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # Ctrl-C is handled by the parent, which terminates the pool and cleans up.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker_state = (Tokenizer.from_str(tokenizer_json), settings)
+
+
+def _pack_in_worker(index: int, docs: list[list[str]]) -> _Chunk:
+    assert _worker_state is not None
+    tok, settings = _worker_state
+    return _pack_chunk(tok, index, docs, settings)
+
+
+def _chunks(docs: Iterable[list[str]]) -> Iterator[list[list[str]]]:
+    chunk: list[list[str]] = []
+    chars = 0
+    for doc in docs:
+        chunk.append(doc)
+        chars += sum(map(len, doc))
+        if len(chunk) >= CHUNK_DOCS or chars >= CHUNK_CHARS:
+            yield chunk
+            chunk, chars = [], 0
+    if chunk:
+        yield chunk
+
+
+def _pack_all(
+    chunks: Iterable[list[list[str]]],
+    tok: Tokenizer,
+    settings: _PackSettings,
+    workers: int,
+    consume: Callable[[_Chunk], None],
+) -> None:
+    """Pack every chunk, handing results to `consume` in chunk order."""
+    chunks = iter(chunks)
+    head = list(itertools.islice(chunks, 2))
+    chunks = itertools.chain(head, chunks)
+    # A corpus of one chunk is not worth starting worker processes for.
+    if workers == 1 or len(head) < 2:
+        for index, chunk in enumerate(chunks):
+            consume(_pack_chunk(tok, index, chunk, settings))
+        return
+    # spawn: forking a process that may hold threads (torch, tokenizers) can deadlock.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, _init_worker, (tok.to_str(), settings)) as pool:
+        pending: deque = deque()
+        for index, chunk in enumerate(chunks):
+            pending.append(pool.apply_async(_pack_in_worker, (index, chunk)))
+            # A small window of chunks in flight keeps memory bounded on any corpus size.
+            if len(pending) >= 2 * workers:
+                consume(pending.popleft().get())
+        while pending:
+            consume(pending.popleft().get())
+
+
+class _ShardWriter:
+    """Collects packed rows and writes them out as shards of `shard_size` examples."""
+
+    def __init__(self, folder: Path, seq_len: int, shard_size: int, dtype: str):
+        self.folder = folder
+        self.shard_size = shard_size
+        self.ids = [np.empty((0, seq_len), dtype=dtype)]
+        self.lengths = [np.empty((0, 2), dtype=np.int16)]
+        self.buffered = 0
+        self.shards: list[dict] = []
+        self.num_examples = 0
+        self.num_tokens = 0
+        self.single_segment = 0
+        self.random_target = 0
+
+    def add(self, chunk: _Chunk) -> None:
+        self.ids.append(chunk.ids)
+        self.lengths.append(chunk.lengths)
+        self.buffered += len(chunk.ids)
+        self.single_segment += chunk.single_segment
+        self.random_target += chunk.random_target
+        while self.buffered >= self.shard_size:
+            self._write(self.shard_size)
+
+    def close(self) -> None:
+        if self.buffered:
+            self._write(self.buffered)
+
+    def _write(self, n: int) -> None:
+        ids = np.concatenate(self.ids)
+        lengths = np.concatenate(self.lengths)
+        name = f"shard_{len(self.shards):05d}"
+        np.save(self.folder / f"{name}.npy", ids[:n])
+        np.save(self.folder / f"{name}.len.npy", lengths[:n])
+        self.shards.append({"ids": f"{name}.npy", "lengths": f"{name}.len.npy", "num_examples": n})
+        self.num_examples += n
+        self.num_tokens += int(lengths[:n, 1].sum(dtype=np.int64))
+        self.ids, self.lengths = [ids[n:]], [lengths[n:]]
+        self.buffered -= n
+
+
+def prepare(
+    corpus: Sequence[str],
+    tokenizer_path: Path | str,
+    seq_len: int,
+    out_dir: Path | str,
+    *,
+    seed: int = 12345,
+    shard_size: int = 65536,
+    workers: int | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """Tokenize and pack `corpus` into the data folder `out_dir`; returns a summary dict.
+
+    The output is byte-identical for the same inputs and seed, whatever `workers` is. The
+    folder appears only when complete: work happens in a temporary sibling folder that is
+    removed on any error. Worker processes are spawned, so a script calling this with
+    workers > 1 needs the usual `if __name__ == "__main__":` guard.
+    """
+    if isinstance(corpus, str | Path):
+        corpus = [str(corpus)]
+    _check_int(
+        "seq_len",
+        seq_len,
+        MIN_SEQ_LEN,
+        MAX_SEQ_LEN,
+        ": ELECTRA uses 128 (small) or 512 (base, large), and lengths are stored as int16",
+    )
+    _check_int("shard_size", shard_size, 1, None)
+    _check_int("seed", seed, None, None)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    _check_int("workers", workers, 1, None)
+    out_dir = Path(out_dir)
+    _check_out_dir(out_dir, overwrite)
+    paths = resolve_paths(corpus)
+    tok = load_tokenizer(tokenizer_path)
+    special = special_ids(tok)
+    vocab_size = tok.get_vocab_size(with_added_tokens=True)
+    dtype = "uint16" if vocab_size <= 65535 else "int32"
+    settings = _PackSettings(seq_len, seed, special.cls, special.sep, special.pad, dtype)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f"{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    stats = ReadStats()
+    try:
+        tmp.mkdir()
+        writer = _ShardWriter(tmp, seq_len, shard_size, dtype)
+        docs = iter_documents(paths, stats, max_document_chars=MAX_DOCUMENT_CHARS)
+        _pack_all(_chunks(docs), tok, settings, workers, writer.add)
+        writer.close()
+        if writer.num_examples == 0:
+            raise ElectraError(
+                f"no text found in the corpus ({stats.files} files read): check the paths "
+                "and that the files hold text"
+            )
+        meta = {
+            "format": FORMAT,
+            "seq_len": seq_len,
+            "num_examples": writer.num_examples,
+            "num_tokens": writer.num_tokens,
+            "shards": writer.shards,
+            "vocab_size": vocab_size,
+            "tokenizer": "tokenizer",
+            "tokenizer_fingerprint": fingerprint(tok),
+            "special_ids": asdict(special),
+            "dtype": dtype,
+            "seed": seed,
+            "corpus": [str(spec) for spec in corpus],
+            "read_stats": asdict(stats),
+            "builder": {
+                "chunk_docs": CHUNK_DOCS,
+                "chunk_chars": CHUNK_CHARS,
+                "single_segment": writer.single_segment,
+                "random_target": writer.random_target,
+            },
+        }
+        save_tokenizer(tok, tmp / "tokenizer", lowercase=lowercases(tok))
+        (tmp / "meta.json").write_text(
+            json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        _replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+    for count, what in (
+        (stats.bad_utf8_lines, "had invalid UTF-8 (decoded with U+FFFD)"),
+        (stats.truncated_lines, "were longer than the line limit and cut"),
+    ):
+        if count:
+            print(f"warning: {count} corpus lines {what}", file=sys.stderr)
+    return {
+        "out_dir": str(out_dir),
+        "examples": writer.num_examples,
+        "tokens": writer.num_tokens,
+        "shards": len(writer.shards),
+        "files": stats.files,
+        "documents": stats.documents,
+        "bad_utf8_lines": stats.bad_utf8_lines,
+        "truncated_lines": stats.truncated_lines,
+    }
+
+
+def _check_int(name: str, value: object, low: int | None, high: int | None, why: str = "") -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ElectraError(f"{name} must be an integer, got {value!r}")
+    if low is not None and value < low:
+        raise ElectraError(f"{name} must be at least {low}, got {value}{why}")
+    if high is not None and value > high:
+        raise ElectraError(f"{name} must be at most {high}, got {value}{why}")
+
+
+def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
+    if not out_dir.exists():
+        return
+    if not overwrite:
+        raise ElectraError(
+            f"output folder {out_dir} already exists: pass --overwrite to replace it, "
+            "or choose another folder"
+        )
+    # Never delete something that is not a data folder (a typo could point at $HOME).
+    if not out_dir.is_dir() or not (
+        (out_dir / "meta.json").is_file() or not any(out_dir.iterdir())
+    ):
+        raise ElectraError(
+            f"{out_dir} exists and is not an electra data folder: remove it yourself or choose "
+            "another output folder"
+        )
+
+
+def _replace(tmp: Path, out_dir: Path) -> None:
+    """Move the finished folder into place, replacing an old one only now."""
+    if out_dir.exists():
+        old = out_dir.parent / f"{out_dir.name}.old-{os.getpid()}"
+        out_dir.rename(old)
+        tmp.rename(out_dir)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(out_dir)
+
+
+class PretrainingData:
+    """A prepared data folder: memory-mapped shards plus the tokenizer they were built with."""
+
+    def __init__(self, path: Path | str, seq_len: int | None = None):
+        self.path = Path(path)
+        meta_path = self.path / "meta.json"
+        if not meta_path.is_file():
+            what = "has no meta.json" if self.path.is_dir() else "does not exist"
+            raise ElectraError(f"data folder {self.path} {what}: run `electra prepare` first")
+        try:
+            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if self.meta.get("format") != FORMAT:
+                raise ValueError(f"unknown format {self.meta.get('format')!r}")
+            self.seq_len = int(self.meta["seq_len"])
+            self.vocab_size = int(self.meta["vocab_size"])
+            shards = [(s["ids"], s["lengths"], int(s["num_examples"])) for s in self.meta["shards"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ElectraError(
+                f"{meta_path} is invalid ({e}): rerun `electra prepare` to rebuild the folder"
+            ) from None
+        if seq_len is not None and seq_len != self.seq_len:
+            raise ElectraError(
+                f"data folder {self.path} was built for seq len {self.seq_len}, not {seq_len}: "
+                f"rerun `electra prepare --seq-len {seq_len}` or set data.seq_len={self.seq_len}"
+            )
+
+        self.tokenizer_path = self.path / "tokenizer"
+        tok = load_tokenizer(self.tokenizer_path)
+        if fingerprint(tok) != self.meta.get("tokenizer_fingerprint"):
+            raise ElectraError(
+                f"{self.tokenizer_path} is not the tokenizer the data was built with: "
+                "rerun `electra prepare`"
+            )
+        self.special: SpecialIds = special_ids(tok)
+
+        self._ids: list[np.ndarray] = []
+        self._lengths: list[np.ndarray] = []
+        for ids_name, lengths_name, n in shards:
+            ids = self._load(ids_name)
+            lengths = self._load(lengths_name)
+            if ids.shape != (n, self.seq_len) or lengths.shape != (n, 2):
+                raise ElectraError(
+                    f"shard {self.path / ids_name} does not match meta.json: rerun `electra prepare`"
+                )
+            self._ids.append(ids)
+            self._lengths.append(lengths)
+        counts = [len(ids) for ids in self._ids]
+        self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+    def _load(self, name: str) -> np.ndarray:
+        try:
+            return np.load(self.path / name, mmap_mode="r")
+        except (OSError, ValueError) as e:
+            raise ElectraError(
+                f"cannot read shard {self.path / name} ({e}): rerun `electra prepare`"
+            ) from None
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def batch(self, indices: np.ndarray | torch.Tensor) -> dict[str, torch.Tensor]:
+        """input_ids, token_type_ids and attention_mask (int64 [B, T]) for these examples."""
+        import torch  # here, not at the top: prepare's spawned workers need not load torch
+
+        if isinstance(indices, torch.Tensor):
+            indices = indices.cpu().numpy()
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
+            raise IndexError(f"example index out of range 0..{len(self) - 1}")
+        ids = np.empty((len(indices), self.seq_len), dtype=np.int64)
+        lengths = np.empty((len(indices), 2), dtype=np.int64)
+        shard_of = np.searchsorted(self._starts, indices, side="right") - 1
+        for shard in np.unique(shard_of):
+            rows = np.flatnonzero(shard_of == shard)
+            local = indices[rows] - self._starts[shard]
+            ids[rows] = self._ids[shard][local]
+            lengths[rows] = self._lengths[shard][local]
+        positions = np.arange(self.seq_len)
+        attention = positions < lengths[:, 1:2]
+        token_type = attention & (positions >= lengths[:, 0:1])
+        return {
+            "input_ids": torch.from_numpy(ids),
+            "token_type_ids": torch.from_numpy(token_type.astype(np.int64)),
+            "attention_mask": torch.from_numpy(attention.astype(np.int64)),
+        }
+
+
+class BatchStream:
+    """Endless, deterministic batches: a fresh seeded permutation per epoch, tail dropped.
+
+    Each step takes the next batch_size * world_size examples of the permutation; this rank
+    gets its own batch_size slice, so ranks never share an example within an epoch.
+    """
+
+    def __init__(
+        self, data: PretrainingData, batch_size: int, seed: int, rank: int = 0, world_size: int = 1
+    ):
+        _check_int("batch_size", batch_size, 1, None)
+        _check_int("world_size", world_size, 1, None)
+        _check_int("rank", rank, 0, world_size - 1, f" (world_size is {world_size})")
+        _check_int("seed", seed, None, None)
+        self.data = data
+        self.batch_size = batch_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.step_size = batch_size * world_size
+        if len(data) < self.step_size:
+            raise ElectraError(
+                f"data folder {data.path} has {len(data)} examples, fewer than one batch of "
+                f"{self.step_size} ({batch_size} x {world_size} processes): lower the batch "
+                "size or add text"
+            )
+        self.epoch = 0
+        self.offset = 0
+        self._permutation: torch.Tensor | None = None
+        self._permutation_epoch = -1
+
+    def state_dict(self) -> dict:
+        """Position of the next batch; `load_state_dict` of it resumes exactly there."""
+        return {"epoch": self.epoch, "offset": self.offset}
+
+    def load_state_dict(self, state: dict) -> None:
+        try:
+            epoch, offset = int(state["epoch"]), int(state["offset"])
+        except (KeyError, TypeError, ValueError):
+            raise ElectraError(
+                f"batch stream state {state!r} is invalid: it needs integer epoch and offset"
+            ) from None
+        if epoch < 0 or not 0 <= offset <= len(self.data):
+            raise ElectraError(
+                f"batch stream state {state!r} does not fit data of {len(self.data)} examples: "
+                "resume with the data folder the run started with"
+            )
+        self.epoch, self.offset = epoch, offset
+        self._skip_incomplete()
+
+    def __iter__(self) -> BatchStream:
+        return self
+
+    def __next__(self) -> dict[str, torch.Tensor]:
+        self._skip_incomplete()
+        start = self.offset + self.rank * self.batch_size
+        indices = self._epoch_permutation()[start : start + self.batch_size]
+        self.offset += self.step_size
+        self._skip_incomplete()
+        return self.data.batch(indices)
+
+    def _skip_incomplete(self) -> None:
+        if self.offset + self.step_size > len(self.data):
+            self.epoch += 1
+            self.offset = 0
+
+    def _epoch_permutation(self) -> torch.Tensor:
+        import torch
+
+        if self._permutation_epoch != self.epoch:
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+            self._permutation = torch.randperm(len(self.data), generator=generator)
+            self._permutation_epoch = self.epoch
+        return self._permutation

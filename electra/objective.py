@@ -1,0 +1,213 @@
+"""Pretraining objectives: masking, generator sampling, labels and losses (ELECTRA.md §2.3).
+
+An objective is an `nn.Module` that owns the networks it trains and maps a batch to a loss plus
+detached statistics. The encoders in `model.py` know nothing of this. Two objectives ship:
+
+- `ReplacedTokenDetection` (ELECTRA): a small generator fills masked slots with Gumbel-max samples,
+  the discriminator labels every real token as original or replaced; loss = MLM + 50 * RTD.
+- `MaskedLanguageModeling`: the BERT baseline, one full-size MLM model.
+
+Every tensor shape is static: each row gets exactly `num_slots` prediction slots, and rows that need
+fewer carry zero-weight slots, so the step compiles once and never syncs with the host.
+
+Departure from the official code, on purpose: positions are drawn *without* replacement (top-k of
+uniform scores over the candidates), so a row's k selected positions are k distinct tokens; the
+official `PH.mask` draws with replacement and may select fewer distinct positions than its count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.config import ModelConfig, ObjectiveConfig, generator_config
+from electra.model import ElectraForMaskedLM, ElectraForPreTraining
+from electra.tokenizer import SpecialIds
+
+
+@dataclass
+class Masked:
+    """The result of masking one batch: which slots were chosen and the generator's input."""
+
+    positions: torch.Tensor  # [B, N] distinct token positions per row
+    weights: torch.Tensor  # [B, N] 1.0 for a used slot, 0.0 for a padding slot
+    targets: torch.Tensor  # [B, N] original ids at `positions`
+    input_ids: torch.Tensor  # [B, T] with the used slots set to [MASK], kept, or a random token
+
+
+def select_positions(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    special: SpecialIds,
+    mask_prob: float,
+    num_slots: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chooses round(real_tokens * mask_prob) positions per row (at least 1, at most `num_slots`),
+    never a special token or padding. Returns positions [B, N] and slot weights [B, N]."""
+    candidate = attention_mask.bool()
+    for token in (special.cls, special.sep, special.mask, special.pad):
+        candidate &= input_ids != token
+    # Uniform scores on candidates and -1 elsewhere: the top k are k uniformly chosen candidates.
+    scores = torch.rand(input_ids.shape, device=input_ids.device).masked_fill(~candidate, -1.0)
+    positions = scores.topk(num_slots, dim=1, sorted=True).indices
+    num_real = attention_mask.sum(1)
+    count = torch.round(num_real * mask_prob).long().clamp(1, num_slots)
+    count = torch.minimum(count, candidate.sum(1))
+    weights = torch.arange(num_slots, device=input_ids.device)[None, :] < count[:, None]
+    return positions, weights.float()
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    special: SpecialIds,
+    cfg: ObjectiveConfig,
+    num_slots: int,
+    vocab_size: int,
+) -> Masked:
+    """Dynamic masking, drawn anew at every step: chosen slots become [MASK] (mask_frac), stay as they
+    are (keep_frac), or become a uniformly random vocabulary id (random_frac)."""
+    positions, weights = select_positions(
+        input_ids, attention_mask, special, cfg.mask_prob, num_slots
+    )
+    targets = input_ids.gather(1, positions)
+    u = torch.rand(positions.shape, device=input_ids.device)
+    random_ids = torch.randint_like(targets, vocab_size)
+    replacement = torch.where(
+        u < cfg.mask_frac,
+        torch.full_like(targets, special.mask),
+        torch.where(u < cfg.mask_frac + cfg.keep_frac, targets, random_ids),
+    )
+    replacement = torch.where(weights.bool(), replacement, targets)  # unused slots change nothing
+    return Masked(positions, weights, targets, input_ids.scatter(1, positions, replacement))
+
+
+def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """An exact categorical sample by Gumbel-max, in fp32 (bf16 noise would bias it), with no gradient."""
+    with torch.no_grad():
+        u = torch.rand(logits.shape, device=logits.device, dtype=torch.float32)
+        gumbel = -torch.log(-torch.log(u + 1e-9) + 1e-9)
+        return (logits.float() / temperature + gumbel).argmax(-1)
+
+
+def masked_lm_loss(
+    logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy over used slots (Σ w·nll / Σ w) and the accuracy there, both in fp32."""
+    nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
+    denom = weights.sum().clamp(min=1.0)
+    loss = (nll * weights.flatten()).sum() / denom
+    acc = ((logits.argmax(-1) == targets).float() * weights).sum() / denom
+    return loss, acc.detach()
+
+
+@dataclass
+class StepOutput:
+    loss: torch.Tensor
+    stats: dict[
+        str, torch.Tensor
+    ]  # detached scalars, averaged by the trainer over a logging window
+    disc_logits: torch.Tensor | None = None  # [B, T], detached: for the discriminator's AUC
+    disc_labels: torch.Tensor | None = None
+    real_mask: torch.Tensor | None = None
+
+
+class ReplacedTokenDetection(nn.Module):
+    """ELECTRA: generator MLM loss + disc_weight * discriminator loss over all real tokens."""
+
+    def __init__(
+        self,
+        generator: ElectraForMaskedLM,
+        discriminator: ElectraForPreTraining,
+        cfg: ObjectiveConfig,
+        special: SpecialIds,
+        seq_len: int,
+    ):
+        super().__init__()
+        self.generator = generator
+        self.discriminator = discriminator
+        self.cfg = cfg
+        self.special = special
+        self.num_slots = cfg.num_predictions(seq_len)
+
+    def models(self) -> dict[str, nn.Module]:
+        return {"discriminator": self.discriminator, "generator": self.generator}
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        vocab = self.generator.config.vocab_size
+        m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
+        gen_logits = self.generator(m.input_ids, token_type_ids, attention_mask, m.positions)
+        mlm_loss, mlm_acc = masked_lm_loss(gen_logits, m.targets, m.weights)
+
+        # Every used slot is sampled, the kept ones too; unused slots keep the original id.
+        sampled = torch.where(
+            m.weights.bool(), gumbel_sample(gen_logits, self.cfg.temperature), m.targets
+        )
+        corrupted = input_ids.scatter(1, m.positions, sampled)
+        real = attention_mask.bool()
+        # "Replaced" only where the sample differs: a sample equal to the original is original.
+        labels = (corrupted != input_ids) & real
+
+        disc_logits = self.discriminator(corrupted, token_type_ids, attention_mask).float()
+        per_token = F.binary_cross_entropy_with_logits(
+            disc_logits, labels.float(), reduction="none"
+        )
+        real_f = real.float()
+        n_real = real_f.sum()
+        disc_loss = (per_token * real_f).sum() / n_real
+        loss = self.cfg.gen_weight * mlm_loss + self.cfg.disc_weight * disc_loss
+
+        with torch.no_grad():
+            disc_acc = (((disc_logits > 0) == labels).float() * real_f).sum() / n_real
+            stats = {
+                "mlm_loss": mlm_loss.detach(),
+                "disc_loss": disc_loss.detach(),
+                "mlm_acc": mlm_acc,
+                "disc_acc": disc_acc,
+                "replaced_frac": labels.float().sum() / n_real,
+            }
+        return StepOutput(loss, stats, disc_logits.detach(), labels, real)
+
+
+class MaskedLanguageModeling(nn.Module):
+    """The BERT baseline: one full-size MLM model trained on the masked slots only."""
+
+    def __init__(
+        self, model: ElectraForMaskedLM, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    ):
+        super().__init__()
+        self.mlm = model
+        self.cfg = cfg
+        self.special = special
+        self.num_slots = cfg.num_predictions(seq_len)
+
+    def models(self) -> dict[str, nn.Module]:
+        return {"mlm": self.mlm}
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        vocab = self.mlm.config.vocab_size
+        m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
+        logits = self.mlm(m.input_ids, token_type_ids, attention_mask, m.positions)
+        loss, acc = masked_lm_loss(logits, m.targets, m.weights)
+        return StepOutput(loss, {"mlm_loss": loss.detach(), "mlm_acc": acc})
+
+
+def build_objective(
+    model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+) -> ReplacedTokenDetection | MaskedLanguageModeling:
+    """Builds the networks the objective trains, freshly initialised, with ELECTRA's weight sharing."""
+    if cfg.name == "mlm":
+        return MaskedLanguageModeling(ElectraForMaskedLM(model_cfg), cfg, special, seq_len)
+    discriminator = ElectraForPreTraining(model_cfg)
+    # Sharing as the official code does: word, position and token-type tables and the embedding
+    # LayerNorm are one module; each network keeps its own embeddings_project.
+    shared = discriminator.electra.embeddings if cfg.tie_embeddings else None
+    generator = ElectraForMaskedLM(generator_config(model_cfg, cfg), shared)
+    return ReplacedTokenDetection(generator, discriminator, cfg, special, seq_len)

@@ -1,0 +1,269 @@
+"""The pretraining loop: prepared data in, checkpoints, metrics and model folders out.
+
+`pretrain` reads top to bottom: check every input before writing anything, build the objective and
+optimizer, restore a checkpoint when resuming, then step. Statistics stay on the device and are read
+back only at logging steps, so the hot loop never waits on the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from electra.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint, set_rng_state
+from electra.config import RunConfig, generator_config
+from electra.data import BatchStream, PretrainingData
+from electra.errors import ElectraError
+from electra.model import count_parameters, format_count
+from electra.objective import StepOutput, build_objective
+from electra.optim import build_optimizer, learning_rate, set_learning_rate
+from electra.pretrained import save_pretrained
+from electra.tokenizer import fingerprint, load_tokenizer
+from electra.tracking import RunLogger, disc_auc
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ElectraError(f"train.device={name} but no CUDA GPU is visible: use train.device=cpu")
+    return device
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast on GPU by default; fp32 on CPU unless bf16 is asked for (fast on AMX CPUs)."""
+    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def fit_config_to_data(cfg: RunConfig, data: PretrainingData) -> RunConfig:
+    """The tokenizer decides the vocabulary size and the padding id; positions must cover seq_len."""
+    if cfg.model.max_position_embeddings < data.seq_len:
+        raise ElectraError(
+            f"model.max_position_embeddings={cfg.model.max_position_embeddings} is shorter than the "
+            f"data's seq len {data.seq_len}: raise it or prepare shorter sequences"
+        )
+    model = replace(cfg.model, vocab_size=data.vocab_size, pad_token_id=data.special.pad)
+    return replace(cfg, model=model, data=replace(cfg.data, seq_len=data.seq_len))
+
+
+def describe(objective: torch.nn.Module, cfg: RunConfig) -> str:
+    """Both networks' sizes, so no one trains the wrong generator/discriminator pair by accident."""
+    models = objective.models()
+    if "discriminator" not in models:
+        mlm = models["mlm"]
+        return f"MLM model: {format_count(count_parameters(mlm))} parameters ({cfg.preset} preset)"
+    disc, gen = models["discriminator"], models["generator"]
+    g = generator_config(cfg.model, cfg.objective)
+    return (
+        f"discriminator: {format_count(count_parameters(disc))} parameters "
+        f"(embeddings + encoder {format_count(count_parameters(disc.electra))}; "
+        f"hidden {cfg.model.hidden_size}, {cfg.model.num_hidden_layers} layers)\n"
+        f"generator: {format_count(count_parameters(gen))} parameters, "
+        f"{format_count(count_parameters(disc, gen) - count_parameters(disc))} not shared with the "
+        f"discriminator (hidden {g.hidden_size}, {g.num_hidden_layers} layers, "
+        f"{g.num_attention_heads} heads)"
+    )
+
+
+class Window:
+    """Sums of the step statistics between two logging steps, kept on the device."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.count = 0
+        self.steps = 0
+        self.last: StepOutput | None = None
+        self.start = time.perf_counter()
+
+    def add(self, out: StepOutput) -> None:
+        for k, v in out.stats.items():
+            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
+        self.sums["loss"] = self.sums.get("loss", 0) + out.loss.detach()
+        self.count += 1
+        self.last = out
+
+    def summary(self) -> dict[str, float]:
+        means = {k: v.item() / self.count for k, v in self.sums.items()}
+        last = self.last
+        if last is not None and last.disc_logits is not None:
+            means["disc_auc"] = disc_auc(last.disc_logits, last.disc_labels, last.real_mask)
+        return means
+
+
+class StopRequest:
+    """Turns SIGINT/SIGTERM into a request to checkpoint and stop after the current step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:  # a second Ctrl-C stops at once
+            raise KeyboardInterrupt
+        self.requested = True
+        print(
+            "\nstopping: saving a checkpoint after this step (Ctrl-C again to abort)",
+            file=sys.stderr,
+        )
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
+    """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator."""
+    run_dir = Path(run_dir)
+    device = resolve_device(cfg.train.device)
+    if not cfg.data.path:
+        raise ElectraError(
+            "no data folder: pass --data DIR (a folder written by `electra prepare`)"
+        )
+    data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
+    cfg = fit_config_to_data(cfg, data)
+    latest = None
+    if resume:
+        ckpts = checkpoint_dirs(run_dir)
+        if not ckpts:
+            raise ElectraError(
+                f"{run_dir} has no checkpoint to resume from: start it without --resume"
+            )
+        latest = ckpts[-1]
+        if fingerprint(load_tokenizer(run_dir / "tokenizer")) != data.meta["tokenizer_fingerprint"]:
+            raise ElectraError(
+                f"the data in {cfg.data.path} was tokenized with another vocabulary than run {run_dir}: "
+                "resume with data prepared with the run's tokenizer (RUN/tokenizer)"
+            )
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise ElectraError(
+            f"run folder {run_dir} already exists: continue it with --resume {run_dir} or choose another --out"
+        )
+
+    torch.manual_seed(cfg.train.seed)
+    objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
+    optimizer = build_optimizer(objective, cfg.train, device)
+    micro_batch = cfg.train.batch_size // cfg.train.grad_accum
+    stream = BatchStream(data, micro_batch, seed=cfg.train.seed)
+    step, elapsed_before = 0, 0.0
+    if latest is not None:
+        state = load_checkpoint(latest, objective, optimizer)
+        step, elapsed_before = state["step"], state.get("elapsed_s", 0.0)
+        stream.load_state_dict(state["data"])
+        set_rng_state(state["rng"])
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
+    cfg.save(run_dir / "config.json")
+
+    print(describe(objective, cfg), file=sys.stderr)
+    stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
+    if step >= stop:
+        print(
+            f"run {run_dir} is already at step {step}; raise --steps to train further",
+            file=sys.stderr,
+        )
+    tokens_per_step = cfg.train.batch_size * data.seq_len
+    params = [p for p in objective.parameters() if p.requires_grad]
+    step_fn = torch.compile(objective) if cfg.train.compile else objective
+    logger = RunLogger(run_dir, cfg.train.tensorboard)
+    bar = tqdm(
+        total=cfg.train.steps,
+        initial=step,
+        disable=not cfg.train.progress,
+        unit="step",
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
+    objective.train()
+    window = Window()
+    start = time.perf_counter()
+    with StopRequest() as stop_request:
+        while step < stop and not stop_request.requested:
+            lr = learning_rate(step, cfg.train)
+            set_learning_rate(optimizer, lr)
+            for _ in range(cfg.train.grad_accum):
+                batch = {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}
+                with autocast(device, cfg.train.precision):
+                    out = step_fn(**batch)
+                (out.loss / cfg.train.grad_accum).backward()
+                window.add(out)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            window.steps += 1
+            window.sums["grad_norm"] = (
+                window.sums.get("grad_norm", 0) + grad_norm * cfg.train.grad_accum
+            )
+            bar.update(1)
+
+            if step % cfg.train.log_every == 0 or step == stop:
+                record = window.summary()  # reads the device: the only sync in the loop
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                now = time.perf_counter()
+                record.update(
+                    step=step,
+                    lr=lr,
+                    tokens_per_s=window.steps * tokens_per_step / (now - window.start),
+                    elapsed_s=elapsed_before + now - start,
+                )
+                logger.log(record)
+                bar.set_postfix(_postfix(record), refresh=False)
+                window = Window()
+            if step % cfg.train.save_every == 0 or step == stop or stop_request.requested:
+                data_state = stream.state_dict()
+                elapsed = elapsed_before + time.perf_counter() - start
+                save_checkpoint(
+                    run_dir,
+                    step,
+                    objective,
+                    optimizer,
+                    data_state,
+                    cfg,
+                    cfg.train.keep_last,
+                    extra={"elapsed_s": elapsed},
+                )
+    bar.close()
+    logger.close()
+    if step >= cfg.train.steps:
+        for role, model in objective.models().items():
+            save_pretrained(model, run_dir / role, run_dir / "tokenizer")
+        print(
+            f"done: {step} steps; models in {run_dir}/{{{','.join(objective.models())}}}",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"stopped at step {step}: continue with `electra pretrain --resume {run_dir}`",
+            file=sys.stderr,
+        )
+    return run_dir
+
+
+def _postfix(record: dict[str, Any]) -> dict[str, str]:
+    shown = {
+        "loss": record.get("loss"),
+        "auc": record.get("disc_auc"),
+        "tok/s": record.get("tokens_per_s"),
+    }
+    return {k: f"{v:.3g}" for k, v in shown.items() if isinstance(v, float) and not math.isnan(v)}

@@ -1,0 +1,261 @@
+"""The command line: each bad input gets one line on stderr, exit code 2, and no partial output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from electra.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("electra: error:")]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A small corpus with invalid UTF-8 bytes, a 3 MB line and gzip'd JSONL beside it."""
+    root = tmp_path_factory.mktemp("corpus")
+    words = [
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "the",
+        "lazy",
+        "dog",
+        "while",
+        "a",
+        "cat",
+        "sleeps",
+        "on",
+        "the",
+        "warm",
+        "mat",
+    ]
+    lines = [
+        " ".join(words[(i * 7) % len(words) :] + words[: (i * 7) % len(words)]) for i in range(400)
+    ]
+    text = "\n".join(f"{line}\n" if i % 5 == 4 else line for i, line in enumerate(lines))
+    (root / "a.txt").write_bytes(
+        text.encode() + b"\nbad \xff\xfe bytes here\n\n" + b"x" * 3_000_000 + b"\n"
+    )
+    with gzip.open(root / "b.jsonl.gz", "wt") as f:
+        for line in lines[:50]:
+            f.write(json.dumps({"text": line}) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tok") / "tok"
+    assert main(["tokenizer", "train", str(corpus), "--vocab-size", "200", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(corpus, tokenizer, tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "data"
+    assert (
+        main(
+            [
+                "prepare",
+                str(corpus),
+                "--tokenizer",
+                str(tokenizer),
+                "--seq-len",
+                "32",
+                "--out",
+                str(out),
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
+    return out
+
+
+def small_run_args(data, out, steps=2):
+    return [
+        "pretrain",
+        "--preset",
+        "tiny",
+        "--data",
+        data,
+        "--out",
+        out,
+        "--steps",
+        steps,
+        "--batch-size",
+        4,
+        "--seq-len",
+        32,
+        "--train.progress",
+        "false",
+        "--train.tensorboard=false",
+        "--model.num_hidden_layers",
+        1,
+    ]
+
+
+def test_prepare_counts_bad_bytes_and_long_lines(data):
+    meta = json.loads((data / "meta.json").read_text())
+    assert meta["read_stats"]["bad_utf8_lines"] == 1
+    assert meta["read_stats"]["truncated_lines"] == 1
+    assert meta["num_examples"] > 10
+
+
+def test_full_cli_pipeline_and_detect_json(data, tmp_path, capsys):
+    code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "run"))
+    assert code == 0, err
+    assert "discriminator:" in err and "generator:" in err  # both networks' sizes are printed
+    code, out, _ = run_cli(capsys, "detect", "--model", tmp_path / "run", "--json", "the lazy dog")
+    assert code == 0
+    tokens = json.loads(out)
+    assert [t["token"] for t in tokens] == ["the", "lazy", "dog"]
+    assert all(set(t) == {"token", "p_replaced"} for t in tokens)
+    # Resume to more steps, with an override given as --section.field.
+    code, _, err = run_cli(
+        capsys, "pretrain", "--resume", tmp_path / "run", "--steps", 3, "--train.progress", "false"
+    )
+    assert code == 0, err
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert rows[-1]["step"] == 3
+
+
+def test_missing_corpus_file(tmp_path, capsys, tokenizer):
+    code, _, err = run_cli(
+        capsys, "prepare", tmp_path / "nope.txt", "--tokenizer", tokenizer, "--out", tmp_path / "d"
+    )
+    assert_one_line_error(code, err, "nope.txt")
+    assert not (tmp_path / "d").exists()
+
+
+def test_empty_corpus(tmp_path, capsys, tokenizer):
+    (tmp_path / "empty.txt").write_text("\n\n   \n")
+    code, _, err = run_cli(
+        capsys, "prepare", tmp_path / "empty.txt", "--tokenizer", tokenizer, "--out", tmp_path / "d"
+    )
+    assert_one_line_error(code, err, "no text")
+    assert list(tmp_path.iterdir()) == [tmp_path / "empty.txt"]
+    code, _, err = run_cli(
+        capsys, "tokenizer", "train", tmp_path / "empty.txt", "--out", tmp_path / "t"
+    )
+    assert_one_line_error(code, err, "no text")
+    assert not (tmp_path / "t").exists()
+
+
+def test_data_built_for_another_seq_len(data, tmp_path, capsys):
+    args = small_run_args(data, tmp_path / "run")
+    args[args.index("--seq-len") + 1] = 64
+    code, _, err = run_cli(capsys, *args)
+    assert_one_line_error(code, err, "seq len 32", "64")
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_preset_and_config_key(data, tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys, "pretrain", "--preset", "smal", "--data", data, "--out", tmp_path / "r"
+    )
+    assert_one_line_error(code, err, "unknown preset 'smal'", "small")
+    code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "r"), "--train.lrr", "1e-4")
+    assert_one_line_error(code, err, "train.lrr", "train.lr")
+    code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "r"), "--train.lr", "fast")
+    assert_one_line_error(code, err, "train.lr")
+    (tmp_path / "cfg.toml").write_text("[train]\nwarmup = 3\n")
+    code, _, err = run_cli(
+        capsys, *small_run_args(data, tmp_path / "r"), "--config", tmp_path / "cfg.toml"
+    )
+    assert_one_line_error(code, err, "train.warmup", "cfg.toml")
+    assert not (tmp_path / "r").exists()
+
+
+def test_config_file_sets_fields(data, tmp_path, capsys):
+    (tmp_path / "cfg.json").write_text(
+        json.dumps({"preset": "tiny", "train": {"lr": 1e-4, "log_every": 1}})
+    )
+    code, _, err = run_cli(
+        capsys, *small_run_args(data, tmp_path / "r"), "--config", tmp_path / "cfg.json"
+    )
+    assert code == 0, err
+    saved = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert (
+        saved["train"]["lr"] == 1e-4
+        and saved["train"]["log_every"] == 1
+        and saved["preset"] == "tiny"
+    )
+
+
+def test_tokenizer_that_does_not_fit_the_checkpoint(data, tmp_path, capsys, corpus):
+    assert run_cli(capsys, *small_run_args(data, tmp_path / "run"))[0] == 0
+    big = tmp_path / "big"
+    assert (
+        run_cli(
+            capsys,
+            "tokenizer",
+            "train",
+            corpus,
+            "--vocab-size",
+            "400",
+            "--min-frequency",
+            "1",
+            "--out",
+            big,
+        )[0]
+        == 0
+    )
+    model_dir = tmp_path / "run" / "discriminator"
+    for name in ("tokenizer.json", "vocab.txt"):
+        (model_dir / name).write_bytes((big / name).read_bytes())
+    code, _, err = run_cli(capsys, "detect", "--model", model_dir, "hello")
+    assert_one_line_error(code, err, "tokenizer", "tokens")
+    # Resuming on data prepared with another vocabulary is refused too.
+    other = tmp_path / "other-data"
+    assert (
+        run_cli(
+            capsys,
+            "prepare",
+            corpus,
+            "--tokenizer",
+            big,
+            "--seq-len",
+            32,
+            "--out",
+            other,
+            "--workers",
+            1,
+        )[0]
+        == 0
+    )
+    code, _, err = run_cli(
+        capsys, "pretrain", "--resume", tmp_path / "run", "--data", other, "--steps", 4
+    )
+    assert_one_line_error(code, err, "vocabulary")
+
+
+def test_run_folder_is_not_overwritten(data, tmp_path, capsys):
+    assert run_cli(capsys, *small_run_args(data, tmp_path / "run"))[0] == 0
+    code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "run"))
+    assert_one_line_error(code, err, "already exists", "--resume")
+
+
+def test_detect_missing_model(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "detect", "--model", tmp_path / "missing", "hello")
+    assert_one_line_error(code, err, "not found")

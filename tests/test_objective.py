@@ -1,0 +1,163 @@
+"""The ELECTRA objective: masking, sampling, labels, losses, gradient flow, and the MLM baseline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from electra.config import ObjectiveConfig
+from electra.objective import build_objective, gumbel_sample, mask_tokens, select_positions
+
+
+def _batch(special, b=64, t=40, vocab=100, seed=0):
+    """Rows of [CLS] tokens [SEP] tokens [SEP] with varying real lengths, then padding."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (b, t), generator=g)
+    lengths = torch.randint(8, t + 1, (b,), generator=g)
+    pos = torch.arange(t)[None, :]
+    attention = (pos < lengths[:, None]).long()
+    ids[:, 0] = special.cls
+    ids[torch.arange(b), lengths - 1] = special.sep
+    ids[torch.arange(b), lengths // 2] = special.sep
+    ids = ids.masked_fill(attention == 0, special.pad)
+    types = ((pos > (lengths // 2)[:, None]) & (attention == 1)).long()
+    return ids, types, attention
+
+
+def test_masking_exact_count_never_special_or_padding(special):
+    ids, _, attention = _batch(special)
+    cfg = ObjectiveConfig()
+    num_slots = cfg.num_predictions(40)  # int(0.155 * 40) = 6
+    for _ in range(20):
+        positions, weights = select_positions(ids, attention, special, cfg.mask_prob, num_slots)
+        assert positions.shape == weights.shape == (64, num_slots)
+        expected = torch.round(attention.sum(1) * 0.15).long().clamp(1, num_slots)
+        assert torch.equal(weights.sum(1).long(), expected)
+        chosen = ids.gather(1, positions)[weights.bool()]
+        assert not torch.isin(
+            chosen, torch.tensor([special.cls, special.sep, special.pad, special.mask])
+        ).any()
+        assert (attention.gather(1, positions)[weights.bool()] == 1).all()
+        for row, w in zip(positions, weights.bool(), strict=True):  # distinct positions per row
+            assert len(set(row[w].tolist())) == int(w.sum())
+
+
+def test_mask_keep_random_split_proportions(special):
+    torch.manual_seed(0)
+    ids, _, attention = _batch(special, b=256)
+    cfg = ObjectiveConfig(mask_frac=0.8, keep_frac=0.1, random_frac=0.1)
+    counts = torch.zeros(3)
+    for _ in range(30):
+        m = mask_tokens(ids, attention, special, cfg, cfg.num_predictions(40), vocab_size=100)
+        used = m.weights.bool()
+        new = m.input_ids.gather(1, m.positions)[used]
+        orig = m.targets[used]
+        is_mask = new == special.mask
+        counts += torch.tensor(
+            [is_mask.sum(), (new == orig).sum(), (~is_mask & (new != orig)).sum()]
+        )
+        # Outside the used slots nothing changed.
+        untouched = torch.ones_like(ids, dtype=torch.bool).scatter(1, m.positions, ~used)
+        assert torch.equal(m.input_ids[untouched], ids[untouched])
+    frac = counts / counts.sum()
+    # A random id equals the original 1% of the time, which moves ~0.1% from "random" to "keep".
+    assert frac[0] == pytest.approx(0.8, abs=0.015)
+    assert frac[1] == pytest.approx(0.1, abs=0.015)
+    assert frac[2] == pytest.approx(0.1, abs=0.015)
+
+
+def test_default_split_is_official_85_15_0(special):
+    torch.manual_seed(1)
+    ids, _, attention = _batch(special, b=256)
+    cfg = ObjectiveConfig()
+    m = mask_tokens(ids, attention, special, cfg, cfg.num_predictions(40), vocab_size=100)
+    used = m.weights.bool()
+    new = m.input_ids.gather(1, m.positions)[used]
+    assert ((new == special.mask) | (new == m.targets[used])).all()  # never a random token
+    assert (new == special.mask).float().mean() == pytest.approx(0.85, abs=0.03)
+
+
+def test_gumbel_sampling_is_an_exact_categorical_sample():
+    torch.manual_seed(0)
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = probs.log().expand(200_000, 4).to(torch.bfloat16)
+    samples = gumbel_sample(logits)
+    assert samples.dtype == torch.int64
+    freq = torch.bincount(samples, minlength=4).float() / samples.numel()
+    assert torch.allclose(freq, probs, atol=0.01)
+
+
+def test_discriminator_loss_sends_no_gradient_into_the_generator(
+    tiny_model, objective_cfg, special
+):
+    torch.manual_seed(0)
+    ids, types, attention = _batch(special, b=8)
+    objective_cfg.gen_weight = 0.0  # the loss is now 50 * RTD alone
+    obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
+    obj(ids, types, attention).loss.backward()
+    shared = {id(p) for p in obj.discriminator.parameters()}
+    gen_only = [(n, p) for n, p in obj.generator.named_parameters() if id(p) not in shared]
+    assert gen_only
+    for name, p in gen_only:
+        assert p.grad is None or torch.count_nonzero(p.grad) == 0, name
+    assert torch.count_nonzero(obj.discriminator.discriminator_predictions.dense.weight.grad) > 0
+
+    # With the RTD weight at zero instead, the MLM loss does train the generator.
+    objective_cfg.gen_weight, objective_cfg.disc_weight = 1.0, 0.0
+    obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
+    obj(ids, types, attention).loss.backward()
+    assert torch.count_nonzero(obj.generator.generator_lm_head.bias.grad) > 0
+    assert torch.count_nonzero(obj.generator.electra.encoder.layer[0].output.dense.weight.grad) > 0
+
+
+def test_sample_equal_to_original_is_labelled_original(
+    tiny_model, objective_cfg, special, monkeypatch
+):
+    torch.manual_seed(0)
+    obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
+    ids, types, attention = _batch(special, b=8)
+    # A generator that always predicts the original token: nothing may be labelled replaced.
+    import electra.objective as objective
+
+    monkeypatch.setattr(objective, "gumbel_sample", lambda logits, t=1.0: _originals.value)
+    masked = objective.mask_tokens
+
+    def spy(*a, **k):
+        m = masked(*a, **k)
+        _originals.value = m.targets
+        return m
+
+    monkeypatch.setattr(objective, "mask_tokens", spy)
+    out = obj(ids, types, attention)
+    assert out.disc_labels.sum() == 0 and out.stats["replaced_frac"] == 0
+
+
+class _originals:
+    value = None
+
+
+def test_labels_mark_exactly_the_changed_real_tokens(tiny_model, objective_cfg, special):
+    torch.manual_seed(0)
+    obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
+    ids, types, attention = _batch(special, b=16)
+    out = obj(ids, types, attention)
+    labels = out.disc_labels
+    assert not labels[attention == 0].any()
+    n = attention.sum(1)
+    # At most round(0.15 * n) tokens per row can be replaced; an untrained generator replaces most.
+    assert (labels.sum(1) <= torch.round(n * 0.15).clamp(1, 6)).all()
+    assert labels.sum() > 0.5 * torch.round(n * 0.15).clamp(1, 6).sum()
+    expected = objective_cfg.gen_weight * out.stats["mlm_loss"] + 50 * out.stats["disc_loss"]
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_mlm_baseline_objective(tiny_model, special):
+    torch.manual_seed(0)
+    cfg = ObjectiveConfig(name="mlm", mask_frac=0.8, keep_frac=0.1, random_frac=0.1)
+    obj = build_objective(tiny_model, cfg, special, seq_len=40)
+    assert set(obj.models()) == {"mlm"}
+    ids, types, attention = _batch(special, b=8)
+    out = obj(ids, types, attention)
+    assert out.loss.item() == pytest.approx(torch.log(torch.tensor(100.0)).item(), rel=0.1)
+    out.loss.backward()
+    assert obj.mlm.generator_lm_head.bias.grad is not None

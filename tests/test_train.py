@@ -1,0 +1,166 @@
+"""The trainer: metrics, checkpoints, bit-for-bit resume, model folders, and learning on real text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from electra.checkpoint import checkpoint_dirs
+from electra.config import apply_overrides, preset
+from electra.data import prepare
+from electra.detect import detect
+from electra.pretrained import load_pretrained
+from electra.tokenizer import save_tokenizer, train_tokenizer
+from electra.tracking import read_metrics
+from electra.train import pretrain
+
+from .conftest import shared_data
+
+METRIC_KEYS = {
+    "step",
+    "lr",
+    "loss",
+    "mlm_loss",
+    "disc_loss",
+    "mlm_acc",
+    "disc_acc",
+    "disc_auc",
+    "replaced_frac",
+    "tokens_per_s",
+    "elapsed_s",
+}
+
+
+@pytest.fixture(scope="module")
+def wikitext_data(tmp_path_factory):
+    """WikiText-2 validation text, a 4k WordPiece vocabulary, packed at seq len 64."""
+    corpus = shared_data("wikitext-2-raw", "wiki.valid.raw")
+    root = tmp_path_factory.mktemp("wikitext")
+    save_tokenizer(train_tokenizer([corpus], vocab_size=4000), root / "tok", lowercase=True)
+    prepare([str(corpus)], root / "tok", seq_len=64, out_dir=root / "data", workers=1)
+    return root / "data"
+
+
+def tiny_cfg(data, **overrides):
+    """A very small model for mechanics tests: seconds per run."""
+    o = {
+        "data.path": str(data),
+        "data.seq_len": 64,
+        "model.hidden_size": 32,
+        "model.embedding_size": 16,
+        "model.num_hidden_layers": 2,
+        "model.num_attention_heads": 2,
+        "model.intermediate_size": 64,
+        "model.hidden_dropout_prob": 0.1,
+        "model.attention_probs_dropout_prob": 0.1,
+        "train.batch_size": 8,
+        "train.steps": 6,
+        "train.warmup_steps": 2,
+        "train.log_every": 2,
+        "train.save_every": 2,
+        "train.keep_last": 2,
+        "train.progress": False,
+        "train.tensorboard": False,
+    }
+    o.update(overrides)
+    return apply_overrides(preset("tiny"), o)
+
+
+def test_metrics_checkpoints_and_model_folders(wikitext_data, tmp_path):
+    cfg = tiny_cfg(wikitext_data, **{"train.tensorboard": True})
+    run = pretrain(cfg, tmp_path / "run")
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [2, 4, 6]
+    assert all(set(r) >= METRIC_KEYS for r in rows)
+    # The official schedule: the update at 0-based step 1 of 6, warmup 2, uses 2e-3 * (5/6) * (1/2).
+    assert rows[0]["lr"] == pytest.approx(2e-3 * (1 - 1 / 6) * 0.5)
+    assert all(r["tokens_per_s"] > 0 and 0 <= r["replaced_frac"] <= 0.16 for r in rows)
+    assert any((run / "tensorboard").iterdir())
+    # Keeps the last two checkpoints, each complete, and no temporary folders.
+    names = [p.name for p in checkpoint_dirs(run)]
+    assert names == ["step_00000004", "step_00000006"]
+    assert not list((run / "checkpoints").glob(".*"))
+    saved = json.loads((run / "checkpoints" / names[-1] / "config.json").read_text())
+    assert saved["model"]["hidden_size"] == 32 and saved["model"]["vocab_size"] == 4000
+    # Model folders hold an HF-style config, safetensors weights and the tokenizer.
+    for role, arch in (
+        ("discriminator", "ElectraForPreTraining"),
+        ("generator", "ElectraForMaskedLM"),
+    ):
+        config = json.loads((run / role / "config.json").read_text())
+        assert config["architectures"] == [arch] and config["model_type"] == "electra"
+        assert (run / role / "tokenizer.json").is_file() and (run / role / "vocab.txt").is_file()
+    gen = json.loads((run / "generator" / "config.json").read_text())
+    assert gen["hidden_size"] == round(32 * cfg.objective.generator_hidden_fraction)
+    assert gen["embedding_size"] == 16  # the shared table's width
+    model, tok = load_pretrained(run)
+    assert type(model).__name__ == "ElectraForPreTraining" and tok.get_vocab_size() == 4000
+    tokens = detect(run, ["the cat sat on the mat"])[0]
+    assert [t["token"] for t in tokens] == ["the", "cat", "sat", "on", "the", "mat"]
+    assert all(0 <= t["p_replaced"] <= 1 for t in tokens)
+
+
+def test_resume_is_bit_for_bit(wikitext_data, tmp_path):
+    """Stopped after 3 of 6 steps and resumed == 6 steps straight (dropout on, CPU, same seed)."""
+    straight = pretrain(tiny_cfg(wikitext_data), tmp_path / "straight")
+    stopped = pretrain(tiny_cfg(wikitext_data, **{"train.stop_after": 3}), tmp_path / "resumed")
+    assert checkpoint_dirs(stopped)[-1].name == "step_00000003"
+    assert not (stopped / "discriminator").exists()  # not finished: no final model folders yet
+    resumed = pretrain(tiny_cfg(wikitext_data), tmp_path / "resumed", resume=True)
+    a = load_file(checkpoint_dirs(straight)[-1] / "model.safetensors")
+    b = load_file(checkpoint_dirs(resumed)[-1] / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    sa = torch.load(checkpoint_dirs(straight)[-1] / "state.pt", weights_only=True)
+    sb = torch.load(checkpoint_dirs(resumed)[-1] / "state.pt", weights_only=True)
+    assert sa["data"] == sb["data"]
+    for x, y in zip(
+        sa["optimizer"]["state"].values(), sb["optimizer"]["state"].values(), strict=True
+    ):
+        assert torch.equal(x["exp_avg_sq"], y["exp_avg_sq"])
+    # The last logging window (steps 5-6) is the same in both runs.
+    assert read_metrics(resumed)[-1]["loss"] == read_metrics(straight)[-1]["loss"]
+
+
+def test_grad_accumulation_matches_the_full_batch(wikitext_data, tmp_path):
+    """Dropout off: 2 micro-batches of 4 give the same update as one batch of 8, up to float error."""
+    no_dropout = {
+        "model.hidden_dropout_prob": 0.0,
+        "model.attention_probs_dropout_prob": 0.0,
+        "train.steps": 3,
+        "train.save_every": 3,
+    }
+    full = pretrain(tiny_cfg(wikitext_data, **no_dropout), tmp_path / "full")
+    accum = pretrain(
+        tiny_cfg(wikitext_data, **no_dropout, **{"train.grad_accum": 2}), tmp_path / "accum"
+    )
+    # Masking draws differ (two draws of 4 rows vs one of 8), so compare the losses, not weights.
+    la = [r["loss"] for r in read_metrics(full)]
+    lb = [r["loss"] for r in read_metrics(accum)]
+    assert la[0] == pytest.approx(lb[0], rel=0.05)
+
+
+def test_tiny_preset_learns_on_real_text(wikitext_data, tmp_path):
+    """The discriminator's AUC climbs above 0.8 while the generator's MLM loss falls."""
+    cfg = apply_overrides(
+        preset("tiny"),
+        {
+            "data.path": str(wikitext_data),
+            "data.seq_len": 64,
+            "train.steps": 150,
+            "train.log_every": 25,
+            "train.progress": False,
+            "train.tensorboard": False,
+            "train.save_every": 1000,
+        },
+    )
+    rows = read_metrics(pretrain(cfg, tmp_path / "learn"))
+    first, last = rows[0], rows[-1]
+    assert last["mlm_loss"] < first["mlm_loss"] - 0.5
+    assert last["disc_auc"] > 0.8
+    assert max(r["disc_auc"] for r in rows) > first["disc_auc"]
+    assert last["disc_loss"] < first["disc_loss"]
