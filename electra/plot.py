@@ -44,7 +44,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     right.set_ylim(0, 1)
     right.legend()
     right.grid(alpha=0.3)
-    fig.suptitle(f"ELECTRA pretraining: {run_dir.name}")
+    fig.suptitle(f"ELECTRA pretraining: {run_dir.resolve().parent.name}/{run_dir.name}")
     fig.tight_layout()
     tmp = out.with_name(f".{out.stem}.tmp.png")
     fig.savefig(tmp, dpi=110)

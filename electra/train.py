@@ -29,7 +29,7 @@ from electra.objective import StepOutput, build_objective
 from electra.optim import build_optimizer, learning_rate, set_learning_rate
 from electra.pretrained import save_pretrained
 from electra.tokenizer import fingerprint, load_tokenizer
-from electra.tracking import RunLogger, disc_auc
+from electra.tracking import RunLogger, auc_from_histograms, auc_histograms
 
 
 def resolve_device(name: str) -> torch.device:
@@ -83,23 +83,27 @@ class Window:
 
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
+        self.auc_hist: tuple[torch.Tensor, torch.Tensor] | None = None
         self.count = 0
         self.steps = 0
-        self.last: StepOutput | None = None
         self.start = time.perf_counter()
 
     def add(self, out: StepOutput) -> None:
-        for k, v in out.stats.items():
+        for k, v in {**out.stats, "loss": out.loss.detach()}.items():
             self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
-        self.sums["loss"] = self.sums.get("loss", 0) + out.loss.detach()
         self.count += 1
-        self.last = out
+        if out.disc_logits is not None:
+            pos, neg = auc_histograms(out.disc_logits, out.disc_labels, out.real_mask)
+            self.auc_hist = (
+                (pos, neg)
+                if self.auc_hist is None
+                else (self.auc_hist[0] + pos, self.auc_hist[1] + neg)
+            )
 
     def summary(self) -> dict[str, float]:
         means = {k: v.item() / self.count for k, v in self.sums.items()}
-        last = self.last
-        if last is not None and last.disc_logits is not None:
-            means["disc_auc"] = disc_auc(last.disc_logits, last.disc_labels, last.real_mask)
+        if self.auc_hist is not None:
+            means["disc_auc"] = auc_from_histograms(*self.auc_hist)
         return means
 
 
@@ -192,6 +196,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         unit="step",
         dynamic_ncols=True,
         file=sys.stderr,
+        mininterval=0.5 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s
     )
     objective.train()
     window = Window()
@@ -211,6 +216,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
             optimizer.zero_grad(set_to_none=True)
             step += 1
             window.steps += 1
+            # Added once per step; summary() divides by micro-batches, hence the grad_accum factor.
             window.sums["grad_norm"] = (
                 window.sums.get("grad_norm", 0) + grad_norm * cfg.train.grad_accum
             )

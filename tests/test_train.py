@@ -76,7 +76,7 @@ def test_metrics_checkpoints_and_model_folders(wikitext_data, tmp_path):
     assert [r["step"] for r in rows] == [2, 4, 6]
     assert all(set(r) >= METRIC_KEYS for r in rows)
     # The official schedule: the update at 0-based step 1 of 6, warmup 2, uses 2e-3 * (5/6) * (1/2).
-    assert rows[0]["lr"] == pytest.approx(2e-3 * (1 - 1 / 6) * 0.5)
+    assert rows[0]["lr"] == pytest.approx(cfg.train.lr * (1 - 1 / 6) * 0.5)
     assert all(r["tokens_per_s"] > 0 and 0 <= r["replaced_frac"] <= 0.16 for r in rows)
     assert any((run / "tensorboard").iterdir())
     # Keeps the last two checkpoints, each complete, and no temporary folders.
@@ -144,23 +144,24 @@ def test_grad_accumulation_matches_the_full_batch(wikitext_data, tmp_path):
     assert la[0] == pytest.approx(lb[0], rel=0.05)
 
 
-def test_tiny_preset_learns_on_real_text(wikitext_data, tmp_path):
-    """The discriminator's AUC climbs above 0.8 while the generator's MLM loss falls."""
-    cfg = apply_overrides(
-        preset("tiny"),
-        {
-            "data.path": str(wikitext_data),
-            "data.seq_len": 64,
-            "train.steps": 150,
-            "train.log_every": 25,
-            "train.progress": False,
-            "train.tensorboard": False,
-            "train.save_every": 1000,
-        },
-    )
-    rows = read_metrics(pretrain(cfg, tmp_path / "learn"))
-    first, last = rows[0], rows[-1]
-    assert last["mlm_loss"] < first["mlm_loss"] - 0.5
-    assert last["disc_auc"] > 0.8
-    assert max(r["disc_auc"] for r in rows) > first["disc_auc"]
-    assert last["disc_loss"] < first["disc_loss"]
+def test_tiny_preset_learns_on_real_text(tmp_path):
+    """On WikiText (8k WordPiece vocabulary, seq len 128), the discriminator's AUC over each
+    logging window climbs from chance to above 0.8 while the generator's MLM loss falls."""
+    corpus = shared_data("wikitext-2-raw", "wiki.valid.raw")
+    save_tokenizer(train_tokenizer([corpus], vocab_size=8000), tmp_path / "tok", lowercase=True)
+    prepare([str(corpus)], tmp_path / "tok", seq_len=128, out_dir=tmp_path / "data", workers=1)
+    overrides = {
+        "data.path": str(tmp_path / "data"),
+        "train.steps": 200,
+        "train.log_every": 25,
+        "train.progress": False,
+        "train.tensorboard": False,
+        "train.save_every": 1000,
+    }
+    rows = read_metrics(pretrain(apply_overrides(preset("tiny"), overrides), tmp_path / "run"))
+    aucs = [r["disc_auc"] for r in rows]
+    mlm = [r["mlm_loss"] for r in rows]
+    assert aucs[0] < 0.65 and aucs[-1] > 0.8, aucs
+    assert mlm[-1] < mlm[0] - 0.5, mlm
+    assert all(b < a for a, b in zip(mlm, mlm[1:], strict=False)), mlm  # falls at every window
+    assert rows[-1]["disc_loss"] < rows[0]["disc_loss"] - 0.1
