@@ -73,10 +73,13 @@ class ElectraSelfAttention(nn.Module):
         return out.transpose(1, 2).reshape(b, t, h)
 
 
-class ElectraSelfOutput(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+class ElectraResidualOutput(nn.Module):
+    """dense, dropout, add the residual, LayerNorm: HF's ElectraSelfOutput and ElectraOutput, which
+    differ only in their input width (hidden after attention, intermediate after the FFN)."""
+
+    def __init__(self, cfg: ModelConfig, in_features: int):
         super().__init__()
-        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.dense = nn.Linear(in_features, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
@@ -88,7 +91,7 @@ class ElectraAttention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self = ElectraSelfAttention(cfg)
-        self.output = ElectraSelfOutput(cfg)
+        self.output = ElectraResidualOutput(cfg, cfg.hidden_size)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return self.output(self.self(x, mask), x)
@@ -104,23 +107,12 @@ class ElectraIntermediate(nn.Module):
         return self.intermediate_act_fn(self.dense(x))
 
 
-class ElectraOutput(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.dense = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
-        self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
-
-    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
-
-
 class ElectraLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.attention = ElectraAttention(cfg)
         self.intermediate = ElectraIntermediate(cfg)
-        self.output = ElectraOutput(cfg)
+        self.output = ElectraResidualOutput(cfg, cfg.intermediate_size)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         x = self.attention(x, mask)

@@ -93,6 +93,17 @@ def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
         return (logits.float() / temperature + gumbel).argmax(-1)
 
 
+def replace_tokens(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, m: Masked, sampled: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The discriminator's input and labels: samples written into every used slot (the kept ones
+    too; unused slots keep the original), and "replaced" only where the token now differs, so a
+    sample equal to the original is labelled original."""
+    sampled = torch.where(m.weights.bool(), sampled, m.targets)
+    corrupted = input_ids.scatter(1, m.positions, sampled)
+    return corrupted, (corrupted != input_ids) & attention_mask.bool()
+
+
 def masked_lm_loss(
     logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,7 +126,35 @@ class StepOutput:
     real_mask: torch.Tensor | None = None
 
 
-class ReplacedTokenDetection(nn.Module):
+class Objective(nn.Module):
+    """What every objective shares: its settings, the special ids, the static slot count, and the
+    masked-LM step (mask the batch, run an MLM model at the masked slots only, score it)."""
+
+    def __init__(self, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int):
+        super().__init__()
+        self.cfg = cfg
+        self.special = special
+        self.num_slots = cfg.num_predictions(seq_len)
+
+    def models(self) -> dict[str, nn.Module]:
+        """The trained networks by role; each becomes a model folder at the end of pretraining."""
+        raise NotImplementedError
+
+    def masked_lm_step(
+        self,
+        model: ElectraForMaskedLM,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+    ) -> tuple[Masked, torch.Tensor, torch.Tensor, torch.Tensor]:
+        vocab = model.config.vocab_size
+        m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
+        logits = model(m.input_ids, token_type_ids, attention_mask, m.positions)
+        loss, acc = masked_lm_loss(logits, m.targets, m.weights)
+        return m, logits, loss, acc
+
+
+class ReplacedTokenDetection(Objective):
     """ELECTRA: generator MLM loss + disc_weight * discriminator loss over all real tokens."""
 
     def __init__(
@@ -126,12 +165,9 @@ class ReplacedTokenDetection(nn.Module):
         special: SpecialIds,
         seq_len: int,
     ):
-        super().__init__()
+        super().__init__(cfg, special, seq_len)
         self.generator = generator
         self.discriminator = discriminator
-        self.cfg = cfg
-        self.special = special
-        self.num_slots = cfg.num_predictions(seq_len)
 
     def models(self) -> dict[str, nn.Module]:
         return {"discriminator": self.discriminator, "generator": self.generator}
@@ -139,19 +175,13 @@ class ReplacedTokenDetection(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
-        vocab = self.generator.config.vocab_size
-        m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
-        gen_logits = self.generator(m.input_ids, token_type_ids, attention_mask, m.positions)
-        mlm_loss, mlm_acc = masked_lm_loss(gen_logits, m.targets, m.weights)
-
-        # Every used slot is sampled, the kept ones too; unused slots keep the original id.
-        sampled = torch.where(
-            m.weights.bool(), gumbel_sample(gen_logits, self.cfg.temperature), m.targets
+        m, gen_logits, mlm_loss, mlm_acc = self.masked_lm_step(
+            self.generator, input_ids, token_type_ids, attention_mask
         )
-        corrupted = input_ids.scatter(1, m.positions, sampled)
+
+        sampled = gumbel_sample(gen_logits, self.cfg.temperature)
+        corrupted, labels = replace_tokens(input_ids, attention_mask, m, sampled)
         real = attention_mask.bool()
-        # "Replaced" only where the sample differs: a sample equal to the original is original.
-        labels = (corrupted != input_ids) & real
 
         disc_logits = self.discriminator(corrupted, token_type_ids, attention_mask).float()
         per_token = F.binary_cross_entropy_with_logits(
@@ -174,17 +204,14 @@ class ReplacedTokenDetection(nn.Module):
         return StepOutput(loss, stats, disc_logits.detach(), labels, real)
 
 
-class MaskedLanguageModeling(nn.Module):
+class MaskedLanguageModeling(Objective):
     """The BERT baseline: one full-size MLM model trained on the masked slots only."""
 
     def __init__(
         self, model: ElectraForMaskedLM, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ):
-        super().__init__()
+        super().__init__(cfg, special, seq_len)
         self.mlm = model
-        self.cfg = cfg
-        self.special = special
-        self.num_slots = cfg.num_predictions(seq_len)
 
     def models(self) -> dict[str, nn.Module]:
         return {"mlm": self.mlm}
@@ -192,16 +219,13 @@ class MaskedLanguageModeling(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
-        vocab = self.mlm.config.vocab_size
-        m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
-        logits = self.mlm(m.input_ids, token_type_ids, attention_mask, m.positions)
-        loss, acc = masked_lm_loss(logits, m.targets, m.weights)
+        _, _, loss, acc = self.masked_lm_step(self.mlm, input_ids, token_type_ids, attention_mask)
         return StepOutput(loss, {"mlm_loss": loss.detach(), "mlm_acc": acc})
 
 
 def build_objective(
     model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
-) -> ReplacedTokenDetection | MaskedLanguageModeling:
+) -> Objective:
     """Builds the networks the objective trains, freshly initialised, with ELECTRA's weight sharing."""
     if cfg.name == "mlm":
         return MaskedLanguageModeling(ElectraForMaskedLM(model_cfg), cfg, special, seq_len)

@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from electra.config import ObjectiveConfig
-from electra.objective import build_objective, gumbel_sample, mask_tokens, select_positions
+from electra.objective import (
+    build_objective,
+    gumbel_sample,
+    mask_tokens,
+    replace_tokens,
+    select_positions,
+)
 
 
 def _batch(special, b=64, t=40, vocab=100, seed=0):
@@ -110,30 +116,25 @@ def test_discriminator_loss_sends_no_gradient_into_the_generator(
     assert torch.count_nonzero(obj.generator.electra.encoder.layer[0].output.dense.weight.grad) > 0
 
 
-def test_sample_equal_to_original_is_labelled_original(
-    tiny_model, objective_cfg, special, monkeypatch
-):
+def test_sample_equal_to_original_is_labelled_original(special):
     torch.manual_seed(0)
-    obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
-    ids, types, attention = _batch(special, b=8)
-    # A generator that always predicts the original token: nothing may be labelled replaced.
-    import electra.objective as objective
-
-    monkeypatch.setattr(objective, "gumbel_sample", lambda logits, t=1.0: _originals.value)
-    masked = objective.mask_tokens
-
-    def spy(*a, **k):
-        m = masked(*a, **k)
-        _originals.value = m.targets
-        return m
-
-    monkeypatch.setattr(objective, "mask_tokens", spy)
-    out = obj(ids, types, attention)
-    assert out.disc_labels.sum() == 0 and out.stats["replaced_frac"] == 0
-
-
-class _originals:
-    value = None
+    ids, _, attention = _batch(special, b=8)
+    cfg = ObjectiveConfig()
+    m = mask_tokens(ids, attention, special, cfg, cfg.num_predictions(40), vocab_size=100)
+    # A generator that samples every original back: nothing is replaced.
+    corrupted, labels = replace_tokens(ids, attention, m, m.targets.clone())
+    assert torch.equal(corrupted, ids) and not labels.any()
+    # Change one sample in each row's first slot: exactly those positions are labelled replaced.
+    sampled = m.targets.clone()
+    sampled[:, 0] = (sampled[:, 0] - 5 + 1) % 95 + 5  # another ordinary token
+    corrupted, labels = replace_tokens(ids, attention, m, sampled)
+    assert labels.sum() == 8
+    assert labels.gather(1, m.positions[:, :1]).all()
+    # A sample in an unused slot (weight 0) changes nothing.
+    unused = m.weights == 0
+    if unused.any():
+        sampled = m.targets.masked_fill(unused, 7)
+        assert torch.equal(replace_tokens(ids, attention, m, sampled)[0], ids)
 
 
 def test_labels_mark_exactly_the_changed_real_tokens(tiny_model, objective_cfg, special):
