@@ -79,29 +79,34 @@ def describe(objective: torch.nn.Module, cfg: RunConfig) -> str:
 
 
 class Window:
-    """Sums of the step statistics between two logging steps, kept on the device."""
+    """Step statistics between two logging steps, summed on the device and read back once."""
 
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
         self.auc_hist: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.count = 0
+        self.micro_batches = 0
         self.steps = 0
+        self.grad_norm: torch.Tensor | float = 0.0
         self.start = time.perf_counter()
 
     def add(self, out: StepOutput) -> None:
+        """One micro-batch's statistics."""
         for k, v in {**out.stats, "loss": out.loss.detach()}.items():
             self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
-        self.count += 1
+        self.micro_batches += 1
         if out.disc_logits is not None:
             pos, neg = auc_histograms(out.disc_logits, out.disc_labels, out.real_mask)
-            self.auc_hist = (
-                (pos, neg)
-                if self.auc_hist is None
-                else (self.auc_hist[0] + pos, self.auc_hist[1] + neg)
-            )
+            if self.auc_hist is not None:
+                pos, neg = pos + self.auc_hist[0], neg + self.auc_hist[1]
+            self.auc_hist = (pos, neg)
+
+    def end_step(self, grad_norm: torch.Tensor) -> None:
+        self.steps += 1
+        self.grad_norm = self.grad_norm + grad_norm
 
     def summary(self) -> dict[str, float]:
-        means = {k: v.item() / self.count for k, v in self.sums.items()}
+        means = {k: v.item() / self.micro_batches for k, v in self.sums.items()}
+        means["grad_norm"] = float(self.grad_norm) / self.steps
         if self.auc_hist is not None:
             means["disc_auc"] = auc_from_histograms(*self.auc_hist)
         return means
@@ -215,11 +220,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            window.steps += 1
-            # Added once per step; summary() divides by micro-batches, hence the grad_accum factor.
-            window.sums["grad_norm"] = (
-                window.sums.get("grad_norm", 0) + grad_norm * cfg.train.grad_accum
-            )
+            window.end_step(grad_norm)
             bar.update(1)
 
             if step % cfg.train.log_every == 0 or step == stop:
@@ -237,18 +238,18 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
                 bar.set_postfix(_postfix(record), refresh=False)
                 window = Window()
             if step % cfg.train.save_every == 0 or step == stop or stop_request.requested:
-                data_state = stream.state_dict()
-                elapsed = elapsed_before + time.perf_counter() - start
+                saving = time.perf_counter()
                 save_checkpoint(
                     run_dir,
                     step,
                     objective,
                     optimizer,
-                    data_state,
+                    stream.state_dict(),
                     cfg,
                     cfg.train.keep_last,
-                    extra={"elapsed_s": elapsed},
+                    extra={"elapsed_s": elapsed_before + saving - start},
                 )
+                window.start += time.perf_counter() - saving  # tokens/s measures training only
     bar.close()
     logger.close()
     if step >= cfg.train.steps:
