@@ -1,4 +1,4 @@
-"""The `electra` command: tokenizer, prepare, pretrain, detect, plot, presets, demo.
+"""The `electra` command: tokenizer, prepare, pretrain, detect, export, plot, presets, demo.
 
 Settings resolve in this order: a preset, then `--config FILE` (JSON or TOML), then the named flags
 (--steps, --batch-size, ...), then any `--section.field VALUE` override (e.g. `--train.lr 1e-4`,
@@ -108,6 +108,7 @@ def resolve_run_config(args: argparse.Namespace, extra: list[str]):
         "train.device": args.device,
         "train.precision": args.precision,
         "train.compile": True if args.compile else None,
+        "train.init_from": args.init_from,
     }
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     overrides.update(parse_overrides(extra))
@@ -131,6 +132,13 @@ def cmd_detect(args: argparse.Namespace) -> None:
         return
     for text, tokens in zip(args.text, results, strict=True):
         print(f"{text}\n{format_table(tokens)}\n")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from electra.export import export_hf
+
+    for path in export_hf(args.model, args.out, overwrite=args.overwrite):
+        print(f"{path}: loads with transformers' ElectraFor* and AutoTokenizer.from_pretrained")
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -212,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--resume", metavar="RUN", help="continue the run in this folder from its last checkpoint"
     )
+    pt.add_argument(
+        "--init-from",
+        metavar="PAIR",
+        help="continue pretraining from a folder with discriminator/ and generator/ (ours or HF)",
+    )
     pt.add_argument("--steps", type=int)
     pt.add_argument("--batch-size", type=int)
     pt.add_argument("--seq-len", type=int)
@@ -226,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("text", nargs="+")
     de.add_argument("--json", action="store_true", help="print a JSON list of {token, p_replaced}")
     de.set_defaults(func=cmd_detect)
+
+    ex = sub.add_parser("export", help="write Hugging Face model folders")
+    ex.add_argument("--model", required=True, help="a run folder, a pair folder or a model folder")
+    ex.add_argument("--format", choices=["hf"], default="hf")
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--overwrite", action="store_true")
+    ex.set_defaults(func=cmd_export)
 
     pl = sub.add_parser("plot", help="plot a run's learning curves to PNG")
     pl.add_argument("run")

@@ -72,6 +72,12 @@ class ObjectiveConfig:
     # Generator width and depth as fractions of the discriminator's (paper: small 1/4, base 1/3).
     generator_hidden_fraction: float = 0.25
     generator_layers_fraction: float = 1.0
+    # Exact generator dimensions; 0 derives them from the fractions. Set when continuing from a
+    # released pair whose generator does not follow the formula.
+    generator_hidden_size: int = 0
+    generator_num_hidden_layers: int = 0
+    generator_num_attention_heads: int = 0
+    generator_intermediate_size: int = 0
     # Share word, position and token-type embeddings and the embedding LayerNorm (official code).
     tie_embeddings: bool = True
 
@@ -100,6 +106,24 @@ class ObjectiveConfig:
 
 
 OBJECTIVES = ("electra", "mlm")
+
+# Objective fields that shape the networks: a resumed run takes them from its checkpoint.
+ARCHITECTURE_FIELDS = (
+    "name",
+    "tie_embeddings",
+    "generator_hidden_fraction",
+    "generator_layers_fraction",
+    "generator_hidden_size",
+    "generator_num_hidden_layers",
+    "generator_num_attention_heads",
+    "generator_intermediate_size",
+)
+
+
+def with_architecture_of(cfg: RunConfig, saved: RunConfig) -> RunConfig:
+    """`cfg` with the network shapes of `saved`: a checkpoint's weights fix its architecture."""
+    shapes = {name: getattr(saved.objective, name) for name in ARCHITECTURE_FIELDS}
+    return replace(cfg, model=saved.model, objective=replace(cfg.objective, **shapes))
 
 
 @dataclass
@@ -132,6 +156,9 @@ class TrainConfig:
     keep_last: int = 5
     # Stop (with a checkpoint) after this many steps; the schedule still runs to `steps`.
     stop_after: int = 0
+    # Start from a discriminator + generator pair (folders discriminator/ and generator/, ours or
+    # Hugging Face's) instead of random weights; the architecture comes from their configs.
+    init_from: str = ""
     progress: bool = True
     tensorboard: bool = True
 
@@ -175,16 +202,21 @@ class RunConfig:
 
 
 def generator_config(disc: ModelConfig, objective: ObjectiveConfig) -> ModelConfig:
-    """The generator's encoder config, derived as the official `get_generator_config` does."""
-    hidden = max(1, round(disc.hidden_size * objective.generator_hidden_fraction))
+    """The generator's encoder config, derived as the official `get_generator_config` does, unless
+    the objective gives exact dimensions."""
+    o = objective
+    hidden = o.generator_hidden_size or max(
+        1, round(disc.hidden_size * o.generator_hidden_fraction)
+    )
+    layers = o.generator_num_hidden_layers or max(
+        1, round(disc.num_hidden_layers * o.generator_layers_fraction)
+    )
     return replace(
         disc,
         hidden_size=hidden,
-        num_hidden_layers=max(
-            1, round(disc.num_hidden_layers * objective.generator_layers_fraction)
-        ),
-        intermediate_size=4 * hidden,
-        num_attention_heads=max(1, hidden // 64),
+        num_hidden_layers=layers,
+        intermediate_size=o.generator_intermediate_size or 4 * hidden,
+        num_attention_heads=o.generator_num_attention_heads or max(1, hidden // 64),
     )
 
 

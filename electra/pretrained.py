@@ -1,7 +1,9 @@
-"""Model folders: `config.json` (a Hugging Face `ElectraConfig`), `model.safetensors`, tokenizer files.
+"""Model folders: `config.json` (a Hugging Face `ElectraConfig`), weights, tokenizer files.
 
 This is what pretraining leaves behind for `detect`, fine-tuning and export, and what they load.
-A folder is written beside its destination and renamed into place, so it is complete or absent.
+Because module names follow `transformers`, our folders are Hugging Face ELECTRA folders, and
+Hugging Face folders (safetensors or `pytorch_model.bin`) load here. A folder is written beside
+its destination and renamed into place, so it is complete or absent.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from torch import nn
 from electra.config import ModelConfig, write_json_atomic
 from electra.errors import ElectraError
 from electra.model import ElectraForMaskedLM, ElectraForPreTraining
-from electra.tokenizer import load_tokenizer
+from electra.tokenizer import load_tokenizer, lowercases, save_tokenizer
 
 ARCHITECTURES = {
     "ElectraForPreTraining": ElectraForPreTraining,
@@ -28,7 +30,7 @@ ARCHITECTURES = {
 ROLES = ("discriminator", "generator", "mlm")  # sub-folders of a run, in order of preference
 
 
-def save_pretrained(model: nn.Module, out_dir: Path, tokenizer_dir: Path) -> None:
+def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Tokenizer) -> None:
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -44,21 +46,24 @@ def save_pretrained(model: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Non
     # as separate copies, so the file loads into any ELECTRA implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
     save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
-    for f in sorted(Path(tokenizer_dir).iterdir()):
-        if f.is_file():
-            shutil.copy2(f, tmp / f.name)
+    save_tokenizer(tokenizer, tmp, lowercase=lowercases(tokenizer))
     if out_dir.exists():
         shutil.rmtree(out_dir)
     tmp.rename(out_dir)
 
 
+def is_model_dir(path: Path) -> bool:
+    has_weights = (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()
+    return (path / "config.json").is_file() and has_weights
+
+
 def resolve_model_dir(path: str | Path) -> Path:
-    """A model folder, or a run folder holding one (its discriminator first)."""
+    """A model folder, or a run (or exported pair) folder holding one (its discriminator first)."""
     path = Path(path)
-    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+    if is_model_dir(path):
         return path
     for role in ROLES:
-        if (path / role / "model.safetensors").is_file():
+        if is_model_dir(path / role):
             return path / role
     if not path.exists():
         raise ElectraError(f"model folder not found: {path}")
@@ -73,6 +78,10 @@ def read_model_config(path: Path) -> tuple[str, ModelConfig]:
         raw = json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ElectraError(f"cannot read {path / 'config.json'}: {e}") from None
+    if raw.get("model_type", "electra") != "electra":
+        raise ElectraError(
+            f"{path / 'config.json'} is a {raw.get('model_type')!r} model, not an ELECTRA one"
+        )
     arch = (raw.get("architectures") or ["ElectraForPreTraining"])[0]
     if arch not in ARCHITECTURES:
         raise ElectraError(
@@ -83,10 +92,44 @@ def read_model_config(path: Path) -> tuple[str, ModelConfig]:
     return arch, ModelConfig(**{k: v for k, v in raw.items() if k in known})
 
 
+# Buffers that older `transformers` versions saved with the weights; they carry no learned state.
+_HF_BUFFERS = ("electra.embeddings.position_ids", "electra.embeddings.token_type_ids")
+
+
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """The weights of a model folder: `model.safetensors`, or a PyTorch `pytorch_model.bin` loaded
+    with `weights_only=True` (tensors only: never unpickle arbitrary objects)."""
+    if (path / "model.safetensors").is_file():
+        return load_file(path / "model.safetensors")
+    if (path / "pytorch_model.bin").is_file():
+        try:
+            return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unpickling refusal is the user's file
+            first = str(e).strip().splitlines()[0]
+            raise ElectraError(f"cannot read {path / 'pytorch_model.bin'}: {first}") from None
+    raise ElectraError(f"{path} has no model.safetensors or pytorch_model.bin")
+
+
+def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Path) -> dict:
+    """Adapts a Hugging Face ELECTRA state dict to our module: drops saved buffers and restores the
+    generator's tied output weight, which `transformers` leaves out of the file."""
+    state = {k: v for k, v in state.items() if k not in _HF_BUFFERS}
+    if isinstance(model, ElectraForMaskedLM):
+        table = state.get("electra.embeddings.word_embeddings.weight")
+        head = state.setdefault("generator_lm_head.weight", table)
+        if table is not None and head is not None and not torch.equal(head, table):
+            raise ElectraError(
+                f"{source}: generator_lm_head.weight differs from the word embeddings; an untied "
+                "output layer is not supported (ELECTRA ties it to the embedding table)"
+            )
+    return state
+
+
 def load_pretrained(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, tokenizers.Tokenizer]:
-    """Loads a model folder (or a run's discriminator) and its tokenizer, checking they fit."""
+    """Loads a model folder (ours or Hugging Face's, or a run's discriminator) and its tokenizer,
+    checking that they fit each other."""
     path = resolve_model_dir(path)
     arch, cfg = read_model_config(path)
     tokenizer = load_tokenizer(path)
@@ -96,12 +139,76 @@ def load_pretrained(
             f"{cfg.vocab_size}: use the tokenizer the model was trained with"
         )
     model = ARCHITECTURES[arch](cfg)
+    state = fit_state_dict(read_state_dict(path), model, path)
     try:
-        state = load_file(path / "model.safetensors")
         model.load_state_dict(state, strict=True)
-    except (OSError, RuntimeError) as e:
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0]
+        raise ElectraError(f"the weights in {path} do not fit its config.json: {first}") from None
+    return model.to(device).eval(), tokenizer
+
+
+# --- continued pretraining from a discriminator + generator pair ---------------------------------
+
+# Fields the two networks must agree on for ELECTRA's embedding sharing to hold.
+_SHARED_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "hidden_act",
+    "layer_norm_eps",
+)
+
+
+def pair_dirs(path: str | Path) -> tuple[Path, Path]:
+    path = Path(path)
+    disc, gen = path / "discriminator", path / "generator"
+    if not (is_model_dir(disc) and is_model_dir(gen)):
+        raise ElectraError(
+            f"{path} must hold discriminator/ and generator/ model folders (as `electra export` "
+            "writes them, or two Hugging Face ELECTRA folders placed so)"
+        )
+    return disc, gen
+
+
+def pair_configs(path: str | Path) -> tuple[ModelConfig, ModelConfig]:
+    """The discriminator's and generator's configs, checked to fit together."""
+    disc_dir, gen_dir = pair_dirs(path)
+    (d_arch, d), (g_arch, g) = read_model_config(disc_dir), read_model_config(gen_dir)
+    if (d_arch, g_arch) != ("ElectraForPreTraining", "ElectraForMaskedLM"):
+        raise ElectraError(
+            f"{path}: expected an ElectraForPreTraining discriminator and an ElectraForMaskedLM "
+            f"generator, found {d_arch} and {g_arch}"
+        )
+    for name in _SHARED_FIELDS:
+        if getattr(d, name) != getattr(g, name):
+            raise ElectraError(
+                f"{path}: the discriminator has {name}={getattr(d, name)} but the generator "
+                f"{getattr(g, name)}; a pair must agree on it to share embeddings"
+            )
+    return d, g
+
+
+def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str | Path) -> None:
+    """Loads a pair into networks that share embeddings: the discriminator's tables are the shared
+    ones, so the generator's copies of them (and its tied output weight) are left out."""
+    disc_dir, gen_dir = pair_dirs(path)
+    disc_state = fit_state_dict(read_state_dict(disc_dir), discriminator, disc_dir)
+    try:
+        discriminator.load_state_dict(disc_state, strict=True)
+    except RuntimeError as e:
         first = str(e).strip().splitlines()[0]
         raise ElectraError(
-            f"{path / 'model.safetensors'} does not fit {path / 'config.json'}: {first}"
+            f"the weights in {disc_dir} do not fit its config.json: {first}"
         ) from None
-    return model.to(device).eval(), tokenizer
+    gen_state = fit_state_dict(read_state_dict(gen_dir), generator, gen_dir)
+    shared = {k for k in gen_state if k.startswith("electra.embeddings.")}
+    shared.add("generator_lm_head.weight")
+    gen_state = {k: v for k, v in gen_state.items() if k not in shared}
+    missing, unexpected = generator.load_state_dict(gen_state, strict=False)
+    if unexpected or set(missing) - shared:
+        raise ElectraError(
+            f"the weights in {gen_dir} do not fit its config.json (missing "
+            f"{sorted(set(missing) - shared)[:3]}, unexpected {unexpected[:3]})"
+        )

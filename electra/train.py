@@ -21,13 +21,13 @@ import torch
 from tqdm import tqdm
 
 from electra.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint, set_rng_state
-from electra.config import RunConfig, generator_config
+from electra.config import RunConfig, generator_config, with_architecture_of
 from electra.data import BatchStream, PretrainingData
 from electra.errors import ElectraError
 from electra.model import count_parameters, format_count
 from electra.objective import StepOutput, build_objective
 from electra.optim import build_optimizer, learning_rate, set_learning_rate
-from electra.pretrained import save_pretrained
+from electra.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
 from electra.tokenizer import fingerprint, load_tokenizer
 from electra.tracking import RunLogger, auc_from_histograms, auc_histograms
 
@@ -48,15 +48,44 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
-def fit_config_to_data(cfg: RunConfig, data: PretrainingData) -> RunConfig:
-    """The tokenizer decides the vocabulary size and the padding id; positions must cover seq_len."""
+def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
+    """A new model takes its vocabulary size and padding id from the tokenizer; a model that
+    already has weights (resumed, or continued from a pair) keeps its size, and the data must fit."""
     if cfg.model.max_position_embeddings < data.seq_len:
         raise ElectraError(
             f"model.max_position_embeddings={cfg.model.max_position_embeddings} is shorter than the "
             f"data's seq len {data.seq_len}: raise it or prepare shorter sequences"
         )
-    model = replace(cfg.model, vocab_size=data.vocab_size, pad_token_id=data.special.pad)
+    if keep_vocab and data.vocab_size > cfg.model.vocab_size:
+        raise ElectraError(
+            f"the data in {cfg.data.path} uses {data.vocab_size} token ids but the model has "
+            f"{cfg.model.vocab_size}: prepare the data with the model's tokenizer"
+        )
+    vocab = cfg.model.vocab_size if keep_vocab else data.vocab_size
+    model = replace(cfg.model, vocab_size=vocab, pad_token_id=data.special.pad)
     return replace(cfg, model=model, data=replace(cfg.data, seq_len=data.seq_len))
+
+
+def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
+    """Continued pretraining: the pair's configs replace the preset's architecture, and the data
+    must have been prepared with the pair's tokenizer."""
+    source = cfg.train.init_from
+    disc, gen = pair_configs(source)
+    if fingerprint(load_tokenizer(pair_dirs(source)[0])) != data.meta["tokenizer_fingerprint"]:
+        raise ElectraError(
+            f"the data in {cfg.data.path} was not prepared with the tokenizer of {source}: run "
+            f"`electra prepare ... --tokenizer {Path(source) / 'discriminator'}`"
+        )
+    objective = replace(
+        cfg.objective,
+        name="electra",
+        tie_embeddings=True,
+        generator_hidden_size=gen.hidden_size,
+        generator_num_hidden_layers=gen.num_hidden_layers,
+        generator_num_attention_heads=gen.num_attention_heads,
+        generator_intermediate_size=gen.intermediate_size,
+    )
+    return replace(cfg, model=disc, objective=objective)
 
 
 def describe(objective: torch.nn.Module, cfg: RunConfig) -> str:
@@ -148,7 +177,6 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
             "no data folder: pass --data DIR (a folder written by `electra prepare`)"
         )
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
-    cfg = fit_config_to_data(cfg, data)
     latest = None
     if resume:
         ckpts = checkpoint_dirs(run_dir)
@@ -157,6 +185,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
                 f"{run_dir} has no checkpoint to resume from: start it without --resume"
             )
         latest = ckpts[-1]
+        cfg = with_architecture_of(cfg, RunConfig.load(latest / "config.json"))
         if fingerprint(load_tokenizer(run_dir / "tokenizer")) != data.meta["tokenizer_fingerprint"]:
             raise ElectraError(
                 f"the data in {cfg.data.path} was tokenized with another vocabulary than run {run_dir}: "
@@ -166,6 +195,10 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         raise ElectraError(
             f"run folder {run_dir} already exists: continue it with --resume {run_dir} or choose another --out"
         )
+    init_from_pair = bool(cfg.train.init_from) and not resume
+    if init_from_pair:
+        cfg = configure_from_pair(cfg, data)
+    cfg = fit_config_to_data(cfg, data, keep_vocab=resume or init_from_pair)
 
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
@@ -173,6 +206,8 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     micro_batch = cfg.train.batch_size // cfg.train.grad_accum
     stream = BatchStream(data, micro_batch, seed=cfg.train.seed)
     step, elapsed_before = 0, 0.0
+    if init_from_pair:
+        load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
     if latest is not None:
         state = load_checkpoint(latest, objective, optimizer)
         step, elapsed_before = state["step"], state.get("elapsed_s", 0.0)
@@ -253,8 +288,9 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     bar.close()
     logger.close()
     if step >= cfg.train.steps:
+        tokenizer = load_tokenizer(run_dir / "tokenizer")
         for role, model in objective.models().items():
-            save_pretrained(model, run_dir / role, run_dir / "tokenizer")
+            save_pretrained(model, run_dir / role, tokenizer)
         print(
             f"done: {step} steps; models in {run_dir}/{{{','.join(objective.models())}}}",
             file=sys.stderr,

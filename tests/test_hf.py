@@ -1,0 +1,316 @@
+"""Hugging Face interoperability: export, import, parity both ways, round trips, continued pretraining."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from electra.cli import main
+from electra.config import ModelConfig
+from electra.data import prepare
+from electra.errors import ElectraError
+from electra.export import check_exportable, export_hf
+from electra.model import ElectraForMaskedLM, ElectraForPreTraining
+from electra.pretrained import load_pretrained, save_pretrained
+from electra.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+from electra.tracking import read_metrics
+
+from .conftest import shared_data
+
+transformers = pytest.importorskip(
+    "transformers", reason="transformers (the hf extra) not installed"
+)
+
+# The configs of google/electra-{small,base,large}-{discriminator,generator} (ELECTRA.md §9).
+RELEASED = {
+    "small-discriminator": ("ElectraForPreTraining", 128, 256, 12, 4, 1024),
+    "small-generator": ("ElectraForMaskedLM", 128, 256, 12, 4, 1024),
+    "base-discriminator": ("ElectraForPreTraining", 768, 768, 12, 12, 3072),
+    "base-generator": ("ElectraForMaskedLM", 768, 256, 12, 4, 1024),
+    "large-discriminator": ("ElectraForPreTraining", 1024, 1024, 24, 16, 4096),
+    "large-generator": ("ElectraForMaskedLM", 1024, 256, 24, 4, 1024),
+}
+SMALL_CONFIGS = {
+    "E<H": dict(embedding_size=16, hidden_size=32, num_attention_heads=2),
+    "E=H": dict(embedding_size=32, hidden_size=32, num_attention_heads=4),
+    "E>H, 3 heads": dict(embedding_size=48, hidden_size=24, num_attention_heads=3),
+    "1 head, relu": dict(
+        embedding_size=16, hidden_size=16, num_attention_heads=1, hidden_act="relu"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tok")
+    text = " ".join(f"word{i % 97} token{i % 13}" for i in range(3000))
+    (root / "c.txt").write_text(text)
+    tok = train_tokenizer([root / "c.txt"], vocab_size=120, min_frequency=1)
+    return tok
+
+
+def small_config(vocab=120, **kw):
+    base = dict(
+        vocab_size=vocab, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=40
+    )
+    return ModelConfig(**{**base, **kw})
+
+
+def inputs(vocab, seed=0):
+    """Random ids with padding in two rows and both segment ids."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (3, 24), generator=g)
+    types = torch.zeros_like(ids)
+    types[:, 12:] = 1
+    mask = torch.ones_like(ids)
+    mask[1, 17:] = 0
+    mask[2, 6:] = 0
+    return ids, types, mask
+
+
+def assert_parity(ours, hf, vocab):
+    ids, types, mask = inputs(vocab)
+    with torch.no_grad():
+        a = ours(ids, types, mask)
+        b = hf(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
+    real = mask.bool()
+    assert a.shape == b.shape
+    assert (a - b).abs()[real].max().item() <= 1e-5
+
+
+def hf_class(arch):
+    return getattr(transformers, arch)
+
+
+@pytest.mark.parametrize("name", SMALL_CONFIGS)
+@pytest.mark.parametrize("cls", [ElectraForPreTraining, ElectraForMaskedLM])
+def test_export_loads_in_transformers_with_parity(name, cls, tokenizer, tmp_path):
+    torch.manual_seed(0)
+    ours = cls(small_config(**SMALL_CONFIGS[name])).eval()
+    save_pretrained(ours, tmp_path / "ours", tokenizer)
+    (out,) = export_hf(tmp_path / "ours", tmp_path / "hf")
+    hf, info = hf_class(cls.__name__).from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert_parity(ours, hf.eval(), 120)
+    # The exported tokenizer loads with AutoTokenizer and gives our ids.
+    auto = transformers.AutoTokenizer.from_pretrained(out)
+    text = "word3 token7 word42 unseenword"
+    assert auto(text)["input_ids"] == tokenizer.encode(text).ids
+
+
+@pytest.mark.parametrize("name", RELEASED)
+def test_released_configs_import_with_parity(name, tokenizer, tmp_path):
+    """HF models with the released checkpoints' configs (random weights: the hub is unreachable)."""
+    arch, emb, hidden, layers, heads, ffn = RELEASED[name]
+    config = transformers.ElectraConfig(
+        vocab_size=30522,
+        embedding_size=emb,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=ffn,
+    )
+    torch.manual_seed(0)
+    hf = hf_class(arch)(config).eval()
+    # Half as pytorch_model.bin (read with weights_only=True), half as safetensors.
+    hf.save_pretrained(
+        tmp_path / "hf", safe_serialization=name.startswith("small") or "generator" in name
+    )
+    save_tokenizer(tokenizer, tmp_path / "hf", lowercase=True)
+    ours, _ = load_pretrained(tmp_path / "hf")
+    assert type(ours).__name__ == arch
+    assert_parity(ours, hf, 30522)
+
+
+def test_round_trip_gives_identical_tensors(tokenizer, tmp_path):
+    torch.manual_seed(0)
+    for cls in (ElectraForPreTraining, ElectraForMaskedLM):
+        ours = cls(small_config(**SMALL_CONFIGS["E<H"]))
+        save_pretrained(ours, tmp_path / cls.__name__, tokenizer)
+        (out,) = export_hf(tmp_path / cls.__name__, tmp_path / f"hf-{cls.__name__}")
+        hf = hf_class(cls.__name__).from_pretrained(out)
+        hf.save_pretrained(tmp_path / f"hf2-{cls.__name__}")  # as transformers writes it
+        save_tokenizer(tokenizer, tmp_path / f"hf2-{cls.__name__}", lowercase=True)
+        back, _ = load_pretrained(tmp_path / f"hf2-{cls.__name__}")
+        a, b = ours.state_dict(), back.state_dict()
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+
+
+def test_tokenizer_round_trip_on_real_text(tmp_path):
+    corpus = shared_data("wikitext-2-raw", "wiki.test.raw")
+    tok = train_tokenizer([corpus], vocab_size=3000)
+    model = ElectraForPreTraining(small_config(vocab=tok.get_vocab_size()))
+    save_pretrained(model, tmp_path / "m", tok)
+    (out,) = export_hf(tmp_path / "m", tmp_path / "hf")
+    auto = transformers.AutoTokenizer.from_pretrained(out)
+    lines = [
+        line.strip() for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    for line in lines[:300]:
+        assert auto(line)["input_ids"] == tok.encode(line).ids, line
+    pair = auto(lines[1], lines[2])
+    ours = tok.encode(lines[1], lines[2])
+    assert pair["input_ids"] == ours.ids and pair["token_type_ids"] == ours.type_ids
+
+
+def make_hf_pair(root, tokenizer, gen_embedding=16):
+    disc = transformers.ElectraConfig(
+        vocab_size=120,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    gen = transformers.ElectraConfig(
+        vocab_size=120,
+        embedding_size=gen_embedding,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=1,
+        intermediate_size=48,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    models = {
+        "discriminator": transformers.ElectraForPreTraining(disc),
+        "generator": transformers.ElectraForMaskedLM(gen),
+    }
+    for role, m in models.items():
+        m.save_pretrained(root / role)
+        save_tokenizer(tokenizer, root / role, lowercase=True)
+    return models
+
+
+def test_continued_pretraining_from_an_hf_pair(tokenizer, tmp_path, capsys):
+    hf = make_hf_pair(tmp_path / "pair", tokenizer)
+    (tmp_path / "c.txt").write_text(
+        "\n".join(f"word{i % 97} token{i % 13} word{i % 7}" for i in range(600))
+    )
+    prepare(
+        [str(tmp_path / "c.txt")],
+        tmp_path / "pair" / "discriminator",
+        seq_len=32,
+        out_dir=tmp_path / "data",
+        workers=1,
+    )
+    # LR 0: the weights that come out are the ones that went in, so the load is checked exactly.
+    args = [
+        "pretrain",
+        "--init-from",
+        tmp_path / "pair",
+        "--data",
+        tmp_path / "data",
+        "--out",
+        tmp_path / "run",
+        "--steps",
+        2,
+        "--batch-size",
+        4,
+        "--seq-len",
+        32,
+        "--train.lr",
+        0,
+        "--train.progress",
+        "false",
+        "--train.tensorboard",
+        "false",
+    ]
+    assert main([str(a) for a in args]) == 0
+    err = capsys.readouterr().err
+    assert "generator:" in err and "hidden 16" in err
+    disc, _ = load_pretrained(tmp_path / "run" / "discriminator")
+    gen, _ = load_pretrained(tmp_path / "run" / "generator")
+    for k, v in hf["discriminator"].state_dict().items():
+        assert torch.equal(disc.state_dict()[k], v), k
+    for k, v in hf["generator"].state_dict().items():
+        if not k.startswith("electra.embeddings.") and k != "generator_lm_head.weight":
+            assert torch.equal(gen.state_dict()[k], v), k
+    # Embedding sharing restored: the generator now uses the discriminator's tables.
+    assert torch.equal(
+        gen.electra.embeddings.word_embeddings.weight,
+        hf["discriminator"].electra.embeddings.word_embeddings.weight,
+    )
+    assert torch.equal(gen.generator_lm_head.weight, gen.electra.embeddings.word_embeddings.weight)
+    assert len(read_metrics(tmp_path / "run")) == 1
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["objective"]["generator_hidden_size"] == 16
+
+
+def test_pairs_that_do_not_fit_are_refused(tokenizer, tmp_path, capsys):
+    make_hf_pair(tmp_path / "pair", tokenizer, gen_embedding=24)
+    (tmp_path / "c.txt").write_text("\n".join(f"word{i % 97} token{i % 13}" for i in range(300)))
+    prepare(
+        [str(tmp_path / "c.txt")],
+        tmp_path / "pair" / "discriminator",
+        seq_len=32,
+        out_dir=tmp_path / "data",
+        workers=1,
+    )
+    args = [
+        "pretrain",
+        "--init-from",
+        tmp_path / "pair",
+        "--data",
+        tmp_path / "data",
+        "--out",
+        tmp_path / "run",
+        "--steps",
+        1,
+        "--batch-size",
+        4,
+        "--seq-len",
+        32,
+        "--train.progress",
+        "false",
+    ]
+    assert main([str(a) for a in args]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("electra:")]
+    assert len(err) == 1 and "embedding_size=16" in err[0] and "24" in err[0]
+    assert not (tmp_path / "run").exists()
+    # Data prepared with another tokenizer than the pair's.
+    make_hf_pair(tmp_path / "pair2", tokenizer)
+    other = train_tokenizer([tmp_path / "c.txt"], vocab_size=60, min_frequency=1)
+    save_tokenizer(other, tmp_path / "other-tok", lowercase=True)
+    prepare(
+        [str(tmp_path / "c.txt")],
+        tmp_path / "other-tok",
+        seq_len=32,
+        out_dir=tmp_path / "d2",
+        workers=1,
+    )
+    args[2], args[4] = tmp_path / "pair2", tmp_path / "d2"
+    assert main([str(a) for a in args]) == 2
+    assert "not prepared with the tokenizer" in capsys.readouterr().err
+
+
+def test_export_refuses_what_hf_cannot_represent(tmp_path):
+    cfg = small_config()
+    object.__setattr__(cfg, "hidden_act", "swish-2")  # a variant without an HF equivalent
+    with pytest.raises(ElectraError, match="no Hugging Face ELECTRA equivalent"):
+        check_exportable(cfg, tmp_path)
+    check_exportable(replace(small_config(), hidden_act="gelu"), tmp_path)
+
+
+def test_export_cli_writes_both_networks_of_a_run(tokenizer, tmp_path, capsys):
+    torch.manual_seed(0)
+    run = tmp_path / "run"
+    save_pretrained(ElectraForPreTraining(small_config()), run / "discriminator", tokenizer)
+    save_pretrained(
+        ElectraForMaskedLM(small_config(hidden_size=16, num_attention_heads=1, embedding_size=16)),
+        run / "generator",
+        tokenizer,
+    )
+    assert (
+        main(["export", "--model", str(run), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    )
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["discriminator", "generator"]
+    assert load_tokenizer(tmp_path / "hf" / "generator").get_vocab_size() == 120
+    assert main(["export", "--model", str(run), "--out", str(tmp_path / "hf")]) == 2  # exists
+    assert "already exists" in capsys.readouterr().err
