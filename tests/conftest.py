@@ -25,9 +25,9 @@ def special() -> SpecialIds:
     return SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 
 
-@pytest.fixture
-def tiny_model() -> ModelConfig:
-    return ModelConfig(
+def tiny_model_config(**overrides) -> ModelConfig:
+    """A two-layer encoder small enough for tests to build and run in milliseconds."""
+    fields = dict(
         vocab_size=100,
         embedding_size=16,
         hidden_size=32,
@@ -36,6 +36,12 @@ def tiny_model() -> ModelConfig:
         intermediate_size=64,
         max_position_embeddings=64,
     )
+    return ModelConfig(**{**fields, **overrides})
+
+
+@pytest.fixture
+def tiny_model() -> ModelConfig:
+    return tiny_model_config()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from electra.cli import main
-from electra.config import ModelConfig
 from electra.data import prepare
 from electra.errors import ElectraError
 from electra.export import check_exportable, export_hf
@@ -18,7 +17,7 @@ from electra.pretrained import load_pretrained, save_pretrained
 from electra.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from electra.tracking import read_metrics
 
-from .conftest import shared_data
+from .conftest import shared_data, tiny_model_config
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (the hf extra) not installed"
@@ -52,11 +51,8 @@ def tokenizer(tmp_path_factory):
     return tok
 
 
-def small_config(vocab=120, **kw):
-    base = dict(
-        vocab_size=vocab, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=40
-    )
-    return ModelConfig(**{**base, **kw})
+def small_config(**kw):
+    return replace(tiny_model_config(vocab_size=120, max_position_embeddings=40), **kw)
 
 
 def inputs(vocab, seed=0):
@@ -144,7 +140,7 @@ def test_round_trip_gives_identical_tensors(tokenizer, tmp_path):
 def test_tokenizer_round_trip_on_real_text(tmp_path):
     corpus = shared_data("wikitext-2-raw", "wiki.test.raw")
     tok = train_tokenizer([corpus], vocab_size=3000)
-    model = ElectraForPreTraining(small_config(vocab=tok.get_vocab_size()))
+    model = ElectraForPreTraining(small_config(vocab_size=tok.get_vocab_size()))
     save_pretrained(model, tmp_path / "m", tok)
     (out,) = export_hf(tmp_path / "m", tmp_path / "hf")
     auto = transformers.AutoTokenizer.from_pretrained(out)
@@ -188,6 +184,31 @@ def make_hf_pair(root, tokenizer, gen_embedding=16):
     return models
 
 
+def pair_run_args(root, *extra, pair="pair", data="data"):
+    """`electra pretrain --init-from ROOT/pair` for two short steps."""
+    args = [
+        "pretrain",
+        "--init-from",
+        root / pair,
+        "--data",
+        root / data,
+        "--out",
+        root / "run",
+        "--steps",
+        2,
+        "--batch-size",
+        4,
+        "--seq-len",
+        32,
+        "--train.progress",
+        "false",
+        "--train.tensorboard",
+        "false",
+        *extra,
+    ]
+    return [str(a) for a in args]
+
+
 def test_continued_pretraining_from_an_hf_pair(tokenizer, tmp_path, capsys):
     hf = make_hf_pair(tmp_path / "pair", tokenizer)
     (tmp_path / "c.txt").write_text(
@@ -201,28 +222,8 @@ def test_continued_pretraining_from_an_hf_pair(tokenizer, tmp_path, capsys):
         workers=1,
     )
     # LR 0: the weights that come out are the ones that went in, so the load is checked exactly.
-    args = [
-        "pretrain",
-        "--init-from",
-        tmp_path / "pair",
-        "--data",
-        tmp_path / "data",
-        "--out",
-        tmp_path / "run",
-        "--steps",
-        2,
-        "--batch-size",
-        4,
-        "--seq-len",
-        32,
-        "--train.lr",
-        0,
-        "--train.progress",
-        "false",
-        "--train.tensorboard",
-        "false",
-    ]
-    assert main([str(a) for a in args]) == 0
+    args = pair_run_args(tmp_path, "--train.lr", 0)
+    assert main(args) == 0
     err = capsys.readouterr().err
     assert "generator:" in err and "hidden 16" in err
     disc, _ = load_pretrained(tmp_path / "run" / "discriminator")
@@ -253,24 +254,8 @@ def test_pairs_that_do_not_fit_are_refused(tokenizer, tmp_path, capsys):
         out_dir=tmp_path / "data",
         workers=1,
     )
-    args = [
-        "pretrain",
-        "--init-from",
-        tmp_path / "pair",
-        "--data",
-        tmp_path / "data",
-        "--out",
-        tmp_path / "run",
-        "--steps",
-        1,
-        "--batch-size",
-        4,
-        "--seq-len",
-        32,
-        "--train.progress",
-        "false",
-    ]
-    assert main([str(a) for a in args]) == 2
+    args = pair_run_args(tmp_path)
+    assert main(args) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("electra:")]
     assert len(err) == 1 and "embedding_size=16" in err[0] and "24" in err[0]
     assert not (tmp_path / "run").exists()
@@ -285,8 +270,8 @@ def test_pairs_that_do_not_fit_are_refused(tokenizer, tmp_path, capsys):
         out_dir=tmp_path / "d2",
         workers=1,
     )
-    args[2], args[4] = tmp_path / "pair2", tmp_path / "d2"
-    assert main([str(a) for a in args]) == 2
+    args = pair_run_args(tmp_path, pair="pair2", data="d2")
+    assert main(args) == 2
     assert "not prepared with the tokenizer" in capsys.readouterr().err
 
 
