@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -154,33 +154,35 @@ def test_tokenizer_round_trip_on_real_text(tmp_path):
     assert pair["input_ids"] == ours.ids and pair["token_type_ids"] == ours.type_ids
 
 
-def make_hf_pair(root, tokenizer, gen_embedding=16):
-    disc = transformers.ElectraConfig(
-        vocab_size=120,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    gen = transformers.ElectraConfig(
+def make_hf_pair(root, tokenizer, gen_embedding=16, name="pair"):
+    """Random HF discriminator + generator in ROOT/NAME, and ROOT/data prepared with their tokenizer."""
+    disc = transformers.ElectraConfig(**asdict(tiny_model_config(vocab_size=120)))
+    gen_cfg = tiny_model_config(
         vocab_size=120,
         embedding_size=gen_embedding,
         hidden_size=16,
-        num_hidden_layers=2,
         num_attention_heads=1,
         intermediate_size=48,
-        max_position_embeddings=64,
     )
     torch.manual_seed(0)
     models = {
         "discriminator": transformers.ElectraForPreTraining(disc),
-        "generator": transformers.ElectraForMaskedLM(gen),
+        "generator": transformers.ElectraForMaskedLM(transformers.ElectraConfig(**asdict(gen_cfg))),
     }
     for role, m in models.items():
-        m.save_pretrained(root / role)
-        save_tokenizer(tokenizer, root / role, lowercase=True)
+        m.save_pretrained(root / name / role)
+        save_tokenizer(tokenizer, root / name / role, lowercase=True)
+    (root / "c.txt").write_text(
+        "\n".join(f"word{i % 97} token{i % 13} word{i % 7}" for i in range(600))
+    )
+    if not (root / "data").exists():
+        prepare(
+            [str(root / "c.txt")],
+            root / name / "discriminator",
+            seq_len=32,
+            out_dir=root / "data",
+            workers=1,
+        )
     return models
 
 
@@ -210,17 +212,7 @@ def pair_run_args(root, *extra, pair="pair", data="data"):
 
 
 def test_continued_pretraining_from_an_hf_pair(tokenizer, tmp_path, capsys):
-    hf = make_hf_pair(tmp_path / "pair", tokenizer)
-    (tmp_path / "c.txt").write_text(
-        "\n".join(f"word{i % 97} token{i % 13} word{i % 7}" for i in range(600))
-    )
-    prepare(
-        [str(tmp_path / "c.txt")],
-        tmp_path / "pair" / "discriminator",
-        seq_len=32,
-        out_dir=tmp_path / "data",
-        workers=1,
-    )
+    hf = make_hf_pair(tmp_path, tokenizer)
     # LR 0: the weights that come out are the ones that went in, so the load is checked exactly.
     args = pair_run_args(tmp_path, "--train.lr", 0)
     assert main(args) == 0
@@ -245,22 +237,14 @@ def test_continued_pretraining_from_an_hf_pair(tokenizer, tmp_path, capsys):
 
 
 def test_pairs_that_do_not_fit_are_refused(tokenizer, tmp_path, capsys):
-    make_hf_pair(tmp_path / "pair", tokenizer, gen_embedding=24)
-    (tmp_path / "c.txt").write_text("\n".join(f"word{i % 97} token{i % 13}" for i in range(300)))
-    prepare(
-        [str(tmp_path / "c.txt")],
-        tmp_path / "pair" / "discriminator",
-        seq_len=32,
-        out_dir=tmp_path / "data",
-        workers=1,
-    )
+    make_hf_pair(tmp_path, tokenizer, gen_embedding=24)
     args = pair_run_args(tmp_path)
     assert main(args) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("electra:")]
     assert len(err) == 1 and "embedding_size=16" in err[0] and "24" in err[0]
     assert not (tmp_path / "run").exists()
     # Data prepared with another tokenizer than the pair's.
-    make_hf_pair(tmp_path / "pair2", tokenizer)
+    make_hf_pair(tmp_path, tokenizer, name="pair2")
     other = train_tokenizer([tmp_path / "c.txt"], vocab_size=60, min_frequency=1)
     save_tokenizer(other, tmp_path / "other-tok", lowercase=True)
     prepare(
