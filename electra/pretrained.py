@@ -125,6 +125,14 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
     return state
 
 
+def load_strict(model: nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0]
+        raise ElectraError(f"the weights in {path} do not fit its config.json: {first}") from None
+
+
 def load_pretrained(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, tokenizers.Tokenizer]:
@@ -139,12 +147,7 @@ def load_pretrained(
             f"{cfg.vocab_size}: use the tokenizer the model was trained with"
         )
     model = ARCHITECTURES[arch](cfg)
-    state = fit_state_dict(read_state_dict(path), model, path)
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        first = str(e).strip().splitlines()[0]
-        raise ElectraError(f"the weights in {path} do not fit its config.json: {first}") from None
+    load_strict(model, fit_state_dict(read_state_dict(path), model, path), path)
     return model.to(device).eval(), tokenizer
 
 
@@ -195,13 +198,7 @@ def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str 
     ones, so the generator's copies of them (and its tied output weight) are left out."""
     disc_dir, gen_dir = pair_dirs(path)
     disc_state = fit_state_dict(read_state_dict(disc_dir), discriminator, disc_dir)
-    try:
-        discriminator.load_state_dict(disc_state, strict=True)
-    except RuntimeError as e:
-        first = str(e).strip().splitlines()[0]
-        raise ElectraError(
-            f"the weights in {disc_dir} do not fit its config.json: {first}"
-        ) from None
+    load_strict(discriminator, disc_state, disc_dir)
     gen_state = fit_state_dict(read_state_dict(gen_dir), generator, gen_dir)
     shared = {k for k in gen_state if k.startswith("electra.embeddings.")}
     shared.add("generator_lm_head.weight")

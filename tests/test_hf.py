@@ -283,3 +283,15 @@ def test_export_cli_writes_both_networks_of_a_run(tokenizer, tmp_path, capsys):
     assert load_tokenizer(tmp_path / "hf" / "generator").get_vocab_size() == 120
     assert main(["export", "--model", str(run), "--out", str(tmp_path / "hf")]) == 2  # exists
     assert "already exists" in capsys.readouterr().err
+
+
+def test_weights_that_do_not_fit_their_config_are_refused(tokenizer, tmp_path, capsys):
+    save_pretrained(ElectraForPreTraining(small_config()), tmp_path / "m", tokenizer)
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    config["hidden_size"] = 64  # the file now describes another model than the weights
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    assert main(["detect", "--model", str(tmp_path / "m"), "word3"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("electra:")]
+    assert len(err) == 1 and "do not fit its config.json" in err[0]
+    assert main(["export", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "hf")]) == 2
+    assert not (tmp_path / "hf").exists() and not list(tmp_path.glob(".hf*"))
