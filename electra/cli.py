@@ -1,4 +1,5 @@
-"""The `electra` command: tokenizer, prepare, pretrain, detect, export, plot, presets, demo.
+"""The `electra` command: tokenizer, prepare, pretrain, detect, export, finetune, evaluate, score,
+plot, presets, demo.
 
 Settings resolve in this order: a preset, then `--config FILE` (JSON or TOML), then the named flags
 (--steps, --batch-size, ...), then any `--section.field VALUE` override (e.g. `--train.lr 1e-4`,
@@ -181,6 +182,94 @@ def cmd_demo(args: argparse.Namespace) -> None:
     run_demo(args.out, steps=args.steps)
 
 
+def _finetune_settings(args: argparse.Namespace):
+    """The recipe's fields from their `--field-name` flags (only those given replace defaults)."""
+    from dataclasses import fields
+
+    from electra.config import FinetuneConfig
+    from electra.finetune import finetune_config
+
+    given = {
+        f.name: getattr(args, f.name)
+        for f in fields(FinetuneConfig)
+        if getattr(args, f.name, None) is not None
+    }
+    return finetune_config(given, source="the command line")
+
+
+def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
+    from dataclasses import MISSING, fields
+
+    from electra.config import FinetuneConfig
+
+    recipe = parser.add_argument_group(
+        "recipe (ELECTRA.md §5; 0 = the task's or model size's default)"
+    )
+    for f in fields(FinetuneConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not MISSING else None
+        if isinstance(default, bool):
+            recipe.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None
+            )
+        else:
+            recipe.add_argument(
+                flag, dest=f.name, type=type(default), default=None, help=f"default {default}"
+            )
+
+
+def cmd_finetune(args: argparse.Namespace) -> None:
+    from electra.finetune import finetune
+
+    results = finetune(
+        args.model, args.task, args.data, args.out, _finetune_settings(args), args.overwrite
+    )
+    spread = results["spread"]
+    n = len(results["seeds"])
+    for name, value in results["metrics"].items():
+        extra = f" (min {spread[name]['min']:.2f}, max {spread[name]['max']:.2f} over {n} seeds)"
+        print(f"{results['task']} dev {name}: {value:.2f}{extra if n > 1 else ''}")
+    print(f"results and models -> {args.out}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from electra.finetune import evaluate
+
+    results = evaluate(args.model, args.data, args.split, args.out, args.task, args.device)
+    for name, value in results["metrics"].items():
+        print(f"{results['task']} {args.split} {name}: {value:.2f}")
+    for name in results["submission_files"]:
+        print(f"submission file: {Path(results['out']) / name}")
+    print(f"predictions -> {Path(results['out']) / 'predictions.jsonl'}")
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    from electra.finetune import score_predictions
+    from electra.tasks import get_task
+    from electra.tasks.squad import SquadTask, score_file
+
+    task = get_task(args.task)
+    path = Path(args.predictions)
+    if not path.is_file():
+        raise ElectraError(f"predictions file not found: {path}")
+    if path.suffix == ".jsonl":
+        scores = score_predictions(task, path)
+    elif isinstance(task, SquadTask):
+        if not args.data:
+            raise ElectraError(
+                "scoring a SQuAD predictions.json needs the questions: pass --data FILE"
+            )
+        scores = score_file(
+            task.version, Path(args.data), path, args.null_odds, args.null_threshold
+        )
+    else:
+        raise ElectraError(
+            f"{path}: pass the predictions.jsonl of a {task.name} run (SQuAD also takes the "
+            "official predictions.json)"
+        )
+    print(json.dumps(scores, indent=2))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="electra", description="Pretrain ELECTRA text encoders.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -246,6 +335,44 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True)
     ex.add_argument("--overwrite", action="store_true")
     ex.set_defaults(func=cmd_export)
+
+    ft = sub.add_parser("finetune", help="fine-tune on a GLUE, SQuAD or NER task and score dev")
+    ft.add_argument(
+        "--model", required=True, help="a pretrained model folder, run folder or HF folder"
+    )
+    ft.add_argument(
+        "--task",
+        required=True,
+        help="cola sst2 mrpc stsb qqp mnli qnli rte wnli squad1 squad2 conll2003",
+    )
+    ft.add_argument("--data", required=True, help="the task's folder (e.g. glue/SST-2)")
+    ft.add_argument("--out", required=True)
+    ft.add_argument("--overwrite", action="store_true")
+    _add_finetune_flags(ft)
+    ft.set_defaults(func=cmd_finetune)
+
+    ev = sub.add_parser("evaluate", help="predict and score a split with a fine-tuned model")
+    ev.add_argument(
+        "--model", required=True, help="a finetune --out folder (its best seed) or a seed folder"
+    )
+    ev.add_argument("--task", help="checked against the model's task")
+    ev.add_argument("--data", required=True)
+    ev.add_argument("--split", default="dev", choices=["train", "dev", "test"])
+    ev.add_argument("--out", help="default: MODEL/eval-SPLIT")
+    ev.add_argument("--device", default="auto")
+    ev.set_defaults(func=cmd_evaluate)
+
+    sc = sub.add_parser("score", help="score a predictions file as the official scripts do")
+    sc.add_argument("--task", required=True)
+    sc.add_argument(
+        "--predictions", required=True, help="predictions.jsonl, or SQuAD's predictions.json"
+    )
+    sc.add_argument("--data", help="SQuAD: the questions' JSON file")
+    sc.add_argument("--null-odds", help="SQuAD 2.0: {id: null score} (the official na_prob file)")
+    sc.add_argument(
+        "--null-threshold", type=float, default=1.0, help="SQuAD 2.0 (official default 1.0)"
+    )
+    sc.set_defaults(func=cmd_score)
 
     pl = sub.add_parser("plot", help="plot a run's learning curves to PNG")
     pl.add_argument("run")

@@ -401,6 +401,82 @@ def apply_overrides(
     return replace(cfg, **top, **new_sections)
 
 
+@dataclass
+class FinetuneConfig:
+    """The fine-tuning recipe (ELECTRA.md §5 and §10: the paper's Table 7). A 0 means "the default
+    for this task or model size", resolved by `resolve_recipe` and saved resolved."""
+
+    lr: float = 0.0  # small 3e-4, base 1e-4, large 5e-5
+    layerwise_lr_decay: float = 0.0  # 0.8; large 0.9
+    # The official code gives the top layer lr * decay^2 (ELECTRA.md §5, issue #51); off by default.
+    layerwise_off_by_one: bool = False
+    weight_decay: float = 0.0  # paper 0; the official code 0.01
+    warmup_proportion: float = 0.1
+    batch_size: int = 32
+    epochs: int = 0  # 3; RTE and STS-B 10; SQuAD 2
+    max_seq_len: int = 0  # 128; SQuAD 512
+    dropout: float = 0.1
+    clip_norm: float = 1.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    bias_correction: bool = True
+    # The official code sums per-example losses over the batch (then clips at 1.0); "mean" averages.
+    loss_reduction: str = "sum"
+    double_unordered: bool = False  # add swapped copies of MRPC and STS-B training pairs
+    seed: int = 0  # runs use seeds seed, seed+1, ...
+    seeds: int = 1
+    max_train_examples: int = 0  # 0: all; else a seeded random subset
+    random_init: bool = (
+        False  # the same architecture from random weights (the no-pretraining baseline)
+    )
+    device: str = "auto"
+    precision: str = "auto"
+    progress: bool = True
+    # SQuAD
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best: int = 20
+    max_answer_length: int = 30
+    null_threshold: float = -2.75  # SQuAD 2.0: predict no answer when the null score is above it
+
+    def __post_init__(self) -> None:
+        if self.loss_reduction not in ("sum", "mean"):
+            raise ElectraError(f"loss_reduction={self.loss_reduction!r}: use sum or mean")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ElectraError(f"precision={self.precision!r}: use auto, fp32 or bf16")
+        for name in ("batch_size", "seeds"):
+            if getattr(self, name) < 1:
+                raise ElectraError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if not 0 <= self.layerwise_lr_decay <= 1:
+            raise ElectraError(f"layerwise_lr_decay={self.layerwise_lr_decay} must be in (0, 1]")
+
+
+def model_size(model: ModelConfig) -> str:
+    """The paper's size class of an encoder, which sets its fine-tuning LR and layer decay."""
+    if model.hidden_size >= 1024:
+        return "large"
+    return "base" if model.hidden_size >= 512 else "small"
+
+
+FINETUNE_LR = {"small": 3e-4, "base": 1e-4, "large": 5e-5}
+LAYERWISE_DECAY = {"small": 0.8, "base": 0.8, "large": 0.9}
+
+
+def resolve_recipe(
+    cfg: FinetuneConfig, model: ModelConfig, epochs: int, max_seq_len: int
+) -> FinetuneConfig:
+    """Fills the 0 ("default") fields from the model's size and the task's defaults."""
+    size = model_size(model)
+    return replace(
+        cfg,
+        lr=cfg.lr or FINETUNE_LR[size],
+        layerwise_lr_decay=cfg.layerwise_lr_decay or LAYERWISE_DECAY[size],
+        epochs=cfg.epochs or epochs,
+        max_seq_len=min(cfg.max_seq_len or max_seq_len, model.max_position_embeddings),
+    )
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Writes JSON to a temporary file beside `path`, then renames it: readers never see half a file."""
     path = Path(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from electra.config import TrainConfig
+from electra.config import FinetuneConfig, TrainConfig
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -61,9 +61,9 @@ class AdamWNoBiasCorrection(torch.optim.Optimizer):
 
 
 def build_optimizer(
-    model: nn.Module, cfg: TrainConfig, device: torch.device
+    groups: list[dict], cfg: TrainConfig | FinetuneConfig, device: torch.device
 ) -> torch.optim.Optimizer:
-    groups = param_groups(model, cfg.weight_decay)
+    """Adam(W) over parameter groups; a group's `lr_scale` (layer-wise decay) multiplies its LR."""
     betas = (cfg.adam_beta1, cfg.adam_beta2)
     if not cfg.bias_correction:
         return AdamWNoBiasCorrection(groups, lr=cfg.lr, betas=betas, eps=cfg.adam_eps)
@@ -74,13 +74,13 @@ def build_optimizer(
     )
 
 
-def learning_rate(step: int, cfg: TrainConfig) -> float:
+def learning_rate(step: int, peak: float, total: int, warmup: int) -> float:
     """LR for the update taken at `step` (0-based): peak * (1 - step/total) * min(1, step/warmup)."""
-    decay = max(0.0, 1.0 - step / cfg.steps)
-    warmup = min(1.0, step / cfg.warmup) if cfg.warmup > 0 else 1.0
-    return cfg.lr * decay * warmup
+    decay = max(0.0, 1.0 - step / total)
+    ramp = min(1.0, step / warmup) if warmup > 0 else 1.0
+    return peak * decay * ramp
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)

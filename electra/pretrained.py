@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -73,7 +74,9 @@ def resolve_model_dir(path: str | Path) -> Path:
     )
 
 
-def read_model_config(path: Path) -> tuple[str, ModelConfig]:
+def read_model_config(
+    path: Path, allowed: Iterable[str] = ARCHITECTURES
+) -> tuple[str, ModelConfig]:
     try:
         raw = json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
@@ -83,10 +86,10 @@ def read_model_config(path: Path) -> tuple[str, ModelConfig]:
             f"{path / 'config.json'} is a {raw.get('model_type')!r} model, not an ELECTRA one"
         )
     arch = (raw.get("architectures") or ["ElectraForPreTraining"])[0]
-    if arch not in ARCHITECTURES:
+    if arch not in allowed:
         raise ElectraError(
-            f"{path / 'config.json'}: architecture {arch!r} is not supported "
-            f"(expected one of {', '.join(ARCHITECTURES)})"
+            f"{path / 'config.json'}: architecture {arch!r} is not supported here "
+            f"(expected one of {', '.join(allowed)})"
         )
     known = {f.name for f in fields(ModelConfig)}
     return arch, ModelConfig(**{k: v for k, v in raw.items() if k in known})

@@ -26,7 +26,7 @@ from electra.data import BatchStream, PretrainingData
 from electra.errors import ElectraError
 from electra.model import count_parameters, format_count
 from electra.objective import StepOutput, build_objective
-from electra.optim import build_optimizer, learning_rate, set_learning_rate
+from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
 from electra.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
 from electra.tokenizer import fingerprint, load_tokenizer
 from electra.tracking import RunLogger, auc_from_histograms, auc_histograms
@@ -202,7 +202,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
 
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
-    optimizer = build_optimizer(objective, cfg.train, device)
+    optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
     micro_batch = cfg.train.batch_size // cfg.train.grad_accum
     stream = BatchStream(data, micro_batch, seed=cfg.train.seed)
     step, elapsed_before = 0, 0.0
@@ -243,7 +243,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     start = time.perf_counter()
     with StopRequest() as stop_request:
         while step < stop and not stop_request.requested:
-            lr = learning_rate(step, cfg.train)
+            lr = learning_rate(step, cfg.train.lr, cfg.train.steps, cfg.train.warmup)
             set_learning_rate(optimizer, lr)
             for _ in range(cfg.train.grad_accum):
                 batch = {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.tokenizer import SpecialIds
@@ -47,3 +48,80 @@ def tiny_model() -> ModelConfig:
 @pytest.fixture
 def objective_cfg() -> ObjectiveConfig:
     return ObjectiveConfig(generator_hidden_fraction=0.25)  # generator width 8, E 16, D 32
+
+
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "ran",
+    "on",
+    "mat",
+    "big",
+    "small",
+    "red",
+    "blue",
+    "car",
+    "house",
+    "paris",
+    "france",
+    "capital",
+    "city",
+    "of",
+    "is",
+    "what",
+    "where",
+    "who",
+    "river",
+    "bank",
+    "money",
+    "good",
+    "bad",
+    "film",
+    "movie",
+    "great",
+    "awful",
+    "john",
+    "mary",
+    "went",
+    "to",
+    "store",
+    "yesterday",
+    "today",
+    "green",
+    "tree",
+    "apple",
+    "was",
+    "in",
+    "and",
+    "it",
+    "not",
+    "very",
+    "fun",
+]
+
+
+@pytest.fixture(scope="session")
+def task_tokenizer(tmp_path_factory):
+    """A WordPiece vocabulary over the words the fine-tuning tests use."""
+    from electra.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("task_tok")
+    lines = [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(12)) for i in range(400)]
+    (root / "c.txt").write_text("\n".join(lines) + "\nParis France John Mary\n")
+    return train_tokenizer([root / "c.txt"], vocab_size=200, min_frequency=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_pretrained(tmp_path_factory, task_tokenizer):
+    """A tiny randomly initialized discriminator folder, as `electra pretrain` writes one."""
+    from electra.model import ElectraForPreTraining
+    from electra.pretrained import save_pretrained
+
+    out = tmp_path_factory.mktemp("pretrained") / "discriminator"
+    torch.manual_seed(0)
+    cfg = tiny_model_config(vocab_size=task_tokenizer.get_vocab_size(), max_position_embeddings=128)
+    save_pretrained(ElectraForPreTraining(cfg), out, task_tokenizer)
+    return out

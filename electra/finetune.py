@@ -1,0 +1,420 @@
+"""Fine-tuning and evaluation: the paper's recipe (ELECTRA.md §5) over any task in `electra.tasks`.
+
+`finetune` reads top to bottom: load the pretrained encoder and the task's data, then for each seed
+build the head, train with layer-wise LR decay and the official schedule, predict the dev set and
+score it; finally report the median and spread over seeds, as the paper does. Each seed's folder is
+a complete fine-tuned model with its `results.json` and `predictions.jsonl`; `evaluate` loads one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import shutil
+import statistics
+import sys
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+import tokenizers
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from electra.config import FinetuneConfig, ModelConfig, resolve_recipe, write_json_atomic
+from electra.errors import ElectraError
+from electra.heads import HEADS
+from electra.optim import build_optimizer, learning_rate, set_learning_rate
+from electra.pretrained import (
+    load_pretrained,
+    load_strict,
+    read_model_config,
+    read_state_dict,
+    resolve_model_dir,
+    save_pretrained,
+)
+from electra.tasks import get_task
+from electra.tasks.base import Batch, Encoded, Task
+from electra.tokenizer import load_tokenizer
+from electra.train import autocast, resolve_device
+
+FINETUNE_FILE = "finetune.json"
+
+
+# --- the recipe -----------------------------------------------------------------------------------
+
+
+def layerwise_groups(model: nn.Module, cfg: FinetuneConfig) -> list[dict]:
+    """Parameter groups with `lr_scale` = decay^(top - depth): embeddings are depth 0, encoder
+    layer i is i + 1, and the task head is the top, n + 1, at the full LR. With the official
+    off-by-one the encoder sits one level further down, so its top layer gets decay^2."""
+    n = model.config.num_hidden_layers
+    top = n + 1
+    groups: dict[tuple[float, bool], list[nn.Parameter]] = {}
+    for name, p in model.named_parameters():
+        if name.startswith("electra.embeddings"):
+            depth = 0
+        elif m := re.match(r"electra\.encoder\.layer\.(\d+)\.", name):
+            depth = int(m.group(1)) + 1
+        elif name.startswith("electra."):
+            raise ElectraError(f"no layer-wise LR depth for parameter {name}")
+        else:
+            depth = top
+        exponent = top - depth + (1 if cfg.layerwise_off_by_one and depth < top else 0)
+        no_decay = "LayerNorm" in name or name.endswith("bias")
+        groups.setdefault((cfg.layerwise_lr_decay**exponent, no_decay), []).append(p)
+    return [
+        {"params": ps, "lr_scale": scale, "weight_decay": 0.0 if nd else cfg.weight_decay}
+        for (scale, nd), ps in groups.items()
+    ]
+
+
+def trim(batch: Batch) -> Batch:
+    """Cuts padding columns that no row in the batch uses (to a multiple of 8), before the batch
+    goes to the device: short GLUE sentences need not pay for max_seq_len."""
+    width = batch["attention_mask"].shape[1]
+    used = int(batch["attention_mask"].sum(1).max())
+    keep = min(width, -(-used // 8) * 8)
+    return {k: v[:, :keep] if v.dim() > 1 and v.shape[1] == width else v for k, v in batch.items()}
+
+
+def train_model(
+    task: Task, model: nn.Module, data: Encoded, cfg: FinetuneConfig, device, seed: int
+) -> list[float]:
+    """Trains in place; returns the mean per-example loss of each epoch."""
+    n = len(data)
+    steps_per_epoch = math.ceil(n / cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    warmup = int(cfg.warmup_proportion * total)
+    optimizer = build_optimizer(layerwise_groups(model, cfg), cfg, device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    order = torch.Generator().manual_seed(seed)
+    model.train()
+    epoch_losses = []
+    bar = tqdm(total=total, disable=not cfg.progress, unit="step", file=sys.stderr, leave=False)
+    step = 0
+    for _ in range(cfg.epochs):
+        loss_sum = torch.zeros((), device=device)
+        for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
+            batch = {k: v.to(device, non_blocking=True) for k, v in trim(_rows(data, idx)).items()}
+            set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))
+            with autocast(device, cfg.precision):
+                losses = task.losses(model, batch)
+            loss = losses.sum() if cfg.loss_reduction == "sum" else losses.mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum += losses.detach().sum()
+            step += 1
+            bar.update(1)
+        epoch_losses.append(loss_sum.item() / n)  # one sync per epoch
+        bar.set_postfix(loss=f"{epoch_losses[-1]:.4g}")
+    bar.close()
+    return epoch_losses
+
+
+def _rows(data: Encoded, idx: torch.Tensor) -> Batch:
+    return {k: v[idx] for k, v in data.tensors.items()}
+
+
+@torch.no_grad()
+def predict(
+    task: Task, model: nn.Module, examples: list, data: Encoded, device, precision: str
+) -> list[dict]:
+    model.eval()
+    parts: dict[str, list[torch.Tensor]] = {}
+    for idx in torch.arange(len(data)).split(task.eval_batch_size):
+        batch = {k: v.to(device) for k, v in trim(_rows(data, idx)).items()}
+        with autocast(device, precision):
+            out = task.infer(model, batch)
+        for k, v in out.items():
+            if v.dim() > 1 and v.shape[1] == batch["input_ids"].shape[1]:  # per-token outputs
+                v = nn.functional.pad(v, (0, data.tensors["input_ids"].shape[1] - v.shape[1]))
+            parts.setdefault(k, []).append(v.cpu())
+    return task.decode(examples, data, {k: torch.cat(v) for k, v in parts.items()})
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+
+def load_encoder(path: str | Path) -> tuple[ModelConfig, dict, tokenizers.Tokenizer, Path]:
+    """A pretrained model folder (ours or Hugging Face's, or a run): its encoder's config,
+    weights (the `electra.*` tensors) and tokenizer."""
+    model, tokenizer = load_pretrained(path)
+    encoder_state = {f"electra.{k}": v for k, v in model.electra.state_dict().items()}
+    return model.config, encoder_state, tokenizer, resolve_model_dir(path)
+
+
+def finetuned_dir(path: str | Path) -> Path:
+    """A fine-tuned model folder, or a fine-tuning output folder (its best seed)."""
+    path = Path(path)
+    if (path / FINETUNE_FILE).is_file():
+        return path
+    results = path / "results.json"
+    if results.is_file():
+        best = json.loads(results.read_text()).get("best_seed_dir")
+        if best and (path / best / FINETUNE_FILE).is_file():
+            return path / best
+    if not path.exists():
+        raise ElectraError(f"fine-tuned model not found: {path}")
+    raise ElectraError(
+        f"{path} is not a fine-tuned model (no {FINETUNE_FILE}): pass the --out folder of "
+        "`electra finetune` or one of its seed folders"
+    )
+
+
+def load_finetuned(
+    path: str | Path,
+) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
+    path = finetuned_dir(path)
+    info = json.loads((path / FINETUNE_FILE).read_text())
+    cfg = finetune_config(info["config"], source=str(path / FINETUNE_FILE))
+    task = get_task(info["task"], cfg).with_head_config(info.get("head", {}))
+    _, model_cfg = read_model_config(path, HEADS)
+    model = task.build_model(model_cfg)
+    load_strict(model, read_state_dict(path), path)
+    return task, model, load_tokenizer(path), cfg
+
+
+def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
+    known = {f.name for f in fields(FinetuneConfig)}
+    unknown = [k for k in values if k not in known]
+    if unknown:
+        hint = difflib.get_close_matches(unknown[0], known, n=1)
+        did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
+        raise ElectraError(f"unknown fine-tuning setting {unknown[0]!r} in {source}{did_you_mean}")
+    return FinetuneConfig(**values)
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+def read_split(task: Task, data_dir: str | Path, split: str) -> dict[str, list]:
+    """A split's examples by evaluation set (MNLI's dev split has two: matched and mismatched)."""
+    return {
+        name: task.read(path, split) for name, path in task.split_files(data_dir, split).items()
+    }
+
+
+def evaluate_sets(
+    task: Task,
+    model: nn.Module,
+    sets: dict[str, list],
+    encoded: dict[str, Encoded],
+    device,
+    precision,
+) -> tuple[dict[str, float], list[dict]]:
+    """Predictions for every set, and their scores where gold labels are known."""
+    scores, rows = {}, []
+    for name, examples in sets.items():
+        preds = predict(task, model, examples, encoded[name], device, precision)
+        if all(p["label"] is not None for p in preds):
+            prefix = f"{name}_" if len(sets) > 1 else ""
+            scores.update({prefix + k: v for k, v in task.score(preds).items()})
+        rows += [{**p, "set": name} if len(sets) > 1 else p for p in preds]
+    return scores, rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as e:
+                    raise ElectraError(f"{path}, line {line_no}: not JSON ({e})") from None
+    if not rows:
+        raise ElectraError(f"{path} is empty")
+    return rows
+
+
+def score_predictions(task: Task, path: Path) -> dict[str, float]:
+    """Recomputes a run's metrics from its `predictions.jsonl`."""
+    rows = read_jsonl(path)
+    missing = [r.get("id") for r in rows if "prediction" not in r or r.get("label") is None]
+    if missing:
+        raise ElectraError(
+            f"{path}: {len(missing)} rows lack a prediction or a gold label (first id: {missing[0]})"
+        )
+    sets: dict[str, list[dict]] = {}
+    for r in rows:
+        sets.setdefault(r.get("set", ""), []).append(r)
+    scores = {}
+    for name, preds in sets.items():
+        prefix = f"{name}_" if len(sets) > 1 else ""
+        scores.update({prefix + k: v for k, v in task.score(preds).items()})
+    return scores
+
+
+def summarize(per_seed: list[dict]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Median of each metric over seeds, and its spread (min, max, standard deviation)."""
+    names = per_seed[0]["metrics"].keys()
+    medians, spread = {}, {}
+    for name in names:
+        values = [s["metrics"][name] for s in per_seed]
+        medians[name] = statistics.median(values)
+        spread[name] = {
+            "min": min(values),
+            "max": max(values),
+            "std": statistics.pstdev(values),
+        }
+    return medians, spread
+
+
+def save_finetuned(
+    model: nn.Module, task: Task, tokenizer, cfg: FinetuneConfig, out_dir: Path, source: Path
+) -> None:
+    save_pretrained(model, out_dir, tokenizer)
+    write_json_atomic(
+        out_dir / FINETUNE_FILE,
+        {
+            "task": task.name,
+            "head": task.head_config(),
+            "config": asdict(cfg),
+            "pretrained": str(source),
+        },
+    )
+
+
+def finetune(
+    model_path: str | Path,
+    task_name: str,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    cfg: FinetuneConfig,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Fine-tunes `cfg.seeds` times and scores each on the dev split; returns the summary that is
+    also written to OUT/results.json."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise ElectraError(f"{out_dir} already exists: choose another --out or pass --overwrite")
+    task = get_task(task_name, cfg)
+    model_cfg, encoder_state, tokenizer, source = load_encoder(model_path)
+    cfg = resolve_recipe(cfg, model_cfg, task.epochs, task.max_seq_len)
+    model_cfg = replace(
+        model_cfg, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout
+    )
+    device = resolve_device(cfg.device)
+
+    train = task.read(task.split_files(data_dir, "train")["train"], "train")
+    if cfg.double_unordered:
+        train = task.double_unordered(train)
+    if 0 < cfg.max_train_examples < len(train):
+        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
+        train = [train[i] for i in sorted(keep[: cfg.max_train_examples].tolist())]
+    dev = read_split(task, data_dir, "dev")
+    train_data = task.encode(train, tokenizer, cfg.max_seq_len, training=True)
+    dev_data = {
+        k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in dev.items()
+    }
+    init = "random initialization" if cfg.random_init else str(source)
+    print(
+        f"{task.name}: {len(train)} training examples, {cfg.epochs} epochs, lr {cfg.lr:g}, "
+        f"layer decay {cfg.layerwise_lr_decay:g}, from {init}",
+        file=sys.stderr,
+    )
+
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    per_seed = []
+    for seed in range(cfg.seed, cfg.seed + cfg.seeds):
+        torch.manual_seed(seed)
+        model = task.build_model(model_cfg)
+        if not cfg.random_init:
+            missing, unexpected = model.load_state_dict(encoder_state, strict=False)
+            assert not unexpected and all(not k.startswith("electra.") for k in missing)
+        model.to(device)
+        losses = train_model(task, model, train_data, cfg, device, seed)
+        scores, predictions = evaluate_sets(task, model, dev, dev_data, device, cfg.precision)
+        seed_dir = tmp / f"seed_{seed}"
+        save_finetuned(model.cpu(), task, tokenizer, cfg, seed_dir, source)
+        result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
+        write_json_atomic(seed_dir / "results.json", {**result, "config": asdict(cfg)})
+        write_jsonl(seed_dir / "predictions.jsonl", predictions)
+        per_seed.append(result)
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
+        print(f"seed {seed}: {shown}", file=sys.stderr)
+
+    medians, spread = summarize(per_seed)
+    best = max(per_seed, key=lambda s: s["metrics"][task.main_metric])
+    results = {
+        "task": task.name,
+        "model": str(source),
+        "random_init": cfg.random_init,
+        "main_metric": task.main_metric,
+        "metrics": medians,
+        "spread": spread,
+        "seeds": [s["seed"] for s in per_seed],
+        "per_seed": per_seed,
+        "best_seed_dir": f"seed_{best['seed']}",
+        "examples": {"train": len(train), **{f"dev_{k}": len(v) for k, v in dev.items()}},
+        "config": asdict(cfg),
+    }
+    write_json_atomic(tmp / "results.json", results)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+    return results
+
+
+def evaluate(
+    model_path: str | Path,
+    data_dir: str | Path,
+    split: str = "dev",
+    out_dir: str | Path | None = None,
+    task_name: str | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
+    predictions and, for a test split, the benchmark's submission files."""
+    source = finetuned_dir(model_path)
+    task, model, tokenizer, cfg = load_finetuned(source)
+    if task_name and get_task(task_name).name != task.name:
+        raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
+    torch_device = resolve_device(device)
+    sets = read_split(task, data_dir, split)
+    encoded = {
+        k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
+    }
+    scores, predictions = evaluate_sets(
+        task, model.to(torch_device), sets, encoded, torch_device, cfg.precision
+    )
+    out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write_jsonl(tmp / "predictions.jsonl", predictions)
+    files = []
+    if split == "test":
+        for name in sets:
+            rows = [p for p in predictions if p.get("set", name) == name]
+            files.append(task.write_submission(rows, name, tmp).name)
+    results = {
+        "task": task.name,
+        "model": str(source),
+        "split": split,
+        "metrics": scores,
+        "examples": {k: len(v) for k, v in sets.items()},
+        "submission_files": files,
+        "config": asdict(cfg),
+    }
+    write_json_atomic(tmp / "results.json", results)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+    return {**results, "out": str(out_dir)}

@@ -1,0 +1,142 @@
+"""What every fine-tuning task provides, and the encoding helpers they share.
+
+A task reads its split files, encodes examples into fixed-width tensors, builds its head, turns a
+batch into per-example losses, decodes model outputs into predictions, and scores them. The
+training and evaluation loops (`electra.finetune`) know nothing else about tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tokenizers
+import torch
+from torch import nn
+
+from electra.config import ModelConfig
+from electra.errors import ElectraError
+from electra.tokenizer import SpecialIds
+
+Batch = dict[str, torch.Tensor]
+
+
+@dataclass
+class Encoded:
+    """A split's model inputs: equal-length tensors, one row per model input (an example, or a
+    window of one), plus whatever the task needs to map rows back to examples."""
+
+    tensors: Batch
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.tensors.values())))
+
+
+class Task:
+    name: str = ""
+    family: str = ""
+    epochs: int = 3  # ELECTRA.md §5: 3, except RTE/STS-B 10 and SQuAD 2
+    max_seq_len: int = 128
+    eval_batch_size: int = 64
+    main_metric: str = ""
+    # split name -> {evaluation set name: candidate file names}; one set for most tasks.
+    files: dict[str, dict[str, tuple[str, ...]]] = {}
+
+    def split_files(self, data_dir: Path, split: str) -> dict[str, Path]:
+        """The files of a split, by evaluation set name; a clear error when one is missing."""
+        data_dir = Path(data_dir)
+        if not data_dir.exists():
+            raise ElectraError(f"data not found: {data_dir}")
+        if split not in self.files:
+            raise ElectraError(
+                f"{self.name} has no {split!r} split: use one of {', '.join(self.files)}"
+            )
+        found = {}
+        for set_name, candidates in self.files[split].items():
+            paths = [data_dir / c for c in candidates] if data_dir.is_dir() else [data_dir]
+            path = next((p for p in paths if p.is_file()), None)
+            if path is None:
+                raise ElectraError(
+                    f"no {split} split for {self.name} in {data_dir}: expected "
+                    f"{' or '.join(candidates)}"
+                )
+            found[set_name] = path
+        return found
+
+    def read(self, path: Path, split: str) -> list[Any]:
+        raise NotImplementedError
+
+    def encode(
+        self, examples: list[Any], tokenizer: tokenizers.Tokenizer, max_len: int, training: bool
+    ) -> Encoded:
+        raise NotImplementedError
+
+    def build_model(self, cfg: ModelConfig) -> nn.Module:
+        raise NotImplementedError
+
+    def losses(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        """Per-example losses [B] (the loop sums or averages them)."""
+        raise NotImplementedError
+
+    def infer(self, model: nn.Module, batch: Batch) -> Batch:
+        """Model outputs for a batch, on the host side of the decode."""
+        raise NotImplementedError
+
+    def decode(self, examples: list[Any], encoded: Encoded, outputs: Batch) -> list[dict]:
+        """Per-example predictions: {"id", "prediction", "label"} (label where known)."""
+        raise NotImplementedError
+
+    def score(self, predictions: list[dict]) -> dict[str, float]:
+        raise NotImplementedError
+
+    def head_config(self) -> dict[str, Any]:
+        """What `build_model` needs besides the encoder config, saved with a fine-tuned model."""
+        return {}
+
+    def with_head_config(self, head: dict[str, Any]) -> Task:
+        """This task set up from a saved fine-tuned model's head config."""
+        return self
+
+    def write_submission(self, predictions: list[dict], set_name: str, out_dir: Path) -> Path:
+        raise ElectraError(f"{self.name} has no test submission format")
+
+
+def truncate_longest_first(a: list[int], b: list[int] | None, budget: int) -> None:
+    """Drops tokens from the end of the longer sequence until both fit (BERT's pair truncation)."""
+    while len(a) + len(b or ()) > budget:
+        longer = b if b and len(b) > len(a) else a
+        longer.pop()
+
+
+def pack(
+    a: list[int], b: list[int] | None, special: SpecialIds, max_len: int
+) -> tuple[list[int], list[int]]:
+    """[CLS] a [SEP] (b [SEP]) with segment ids, truncated longest-first to max_len."""
+    a = list(a)
+    b = None if b is None else list(b)
+    truncate_longest_first(a, b, max_len - (3 if b is not None else 2))
+    ids = [special.cls, *a, special.sep]
+    types = [0] * len(ids)
+    if b is not None:
+        ids += [*b, special.sep]
+        types += [1] * (len(b) + 1)
+    return ids, types
+
+
+def to_tensors(rows: list[tuple[list[int], list[int]]], max_len: int, pad: int) -> Batch:
+    """Pads (ids, segment ids) rows to max_len: input_ids, token_type_ids, attention_mask."""
+    n = len(rows)
+    ids = torch.full((n, max_len), pad, dtype=torch.long)
+    types = torch.zeros((n, max_len), dtype=torch.long)
+    mask = torch.zeros((n, max_len), dtype=torch.long)
+    for i, (row_ids, row_types) in enumerate(rows):
+        ids[i, : len(row_ids)] = torch.tensor(row_ids)
+        types[i, : len(row_types)] = torch.tensor(row_types)
+        mask[i, : len(row_ids)] = 1
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+
+
+def token_ids(tokenizer: tokenizers.Tokenizer, texts: list[str]) -> list[list[int]]:
+    return [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]

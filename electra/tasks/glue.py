@@ -1,0 +1,307 @@
+"""The GLUE tasks: reading the standard TSV files, the paper's [CLS] head, the official metrics,
+and test predictions in the GLUE submission format.
+
+Files are read with quoting off (several hold bare `"`), a UTF-8 byte-order mark is dropped (MRPC),
+and columns are found by header name, except in CoLA's headerless train/dev files.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from electra import metrics
+from electra.config import ModelConfig
+from electra.errors import ElectraError
+from electra.heads import ElectraForSequenceClassification
+from electra.tasks.base import Encoded, Task, pack, to_tensors, token_ids
+from electra.tokenizer import special_ids
+
+
+@dataclass(frozen=True)
+class Example:
+    id: str
+    text_a: str
+    text_b: str | None
+    label: str | float | None  # None in test files
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where a file's fields are: header names, or 0-based positions for a headerless file."""
+
+    text_a: str | int
+    text_b: str | int | None = None
+    label: str | int | None = None
+    id: str | int | None = None
+
+
+_ENTAILMENT = ("entailment", "not_entailment")
+
+
+@dataclass(frozen=True)
+class GlueSpec:
+    name: str
+    submission: str  # the submission file's stem, e.g. "SST-2"
+    labels: tuple[str, ...] | None  # None: regression on a 0-5 score
+    train: Columns  # train and dev files
+    test: Columns
+    metrics: tuple[str, ...] = ("accuracy",)
+    epochs: int = 3
+    dev_sets: tuple[tuple[str, str], ...] = (("dev", "dev.tsv"),)
+    test_sets: tuple[tuple[str, str], ...] = (("test", "test.tsv"),)
+    pairs_symmetric: bool = False  # swapped pairs are valid examples (MRPC, STS-B)
+
+
+GLUE = {
+    s.name: s
+    for s in (
+        GlueSpec(
+            "cola",
+            "CoLA",
+            ("0", "1"),
+            train=Columns(text_a=3, label=1),
+            test=Columns("sentence", id="index"),
+            metrics=("mcc",),
+        ),
+        GlueSpec(
+            "sst2",
+            "SST-2",
+            ("0", "1"),
+            train=Columns("sentence", label="label"),
+            test=Columns("sentence", id="index"),
+        ),
+        GlueSpec(
+            "mrpc",
+            "MRPC",
+            ("0", "1"),
+            train=Columns("#1 String", "#2 String", "Quality"),
+            test=Columns("#1 String", "#2 String", id="index"),
+            metrics=("accuracy", "f1"),
+            pairs_symmetric=True,
+        ),
+        GlueSpec(
+            "stsb",
+            "STS-B",
+            None,
+            train=Columns("sentence1", "sentence2", "score"),
+            test=Columns("sentence1", "sentence2", id="index"),
+            metrics=("spearman", "pearson"),
+            epochs=10,
+            pairs_symmetric=True,
+        ),
+        GlueSpec(
+            "qqp",
+            "QQP",
+            ("0", "1"),
+            train=Columns("question1", "question2", "is_duplicate"),
+            test=Columns("question1", "question2", id="id"),
+            metrics=("accuracy", "f1"),
+        ),
+        GlueSpec(
+            "mnli",
+            "MNLI",
+            ("contradiction", "entailment", "neutral"),
+            train=Columns("sentence1", "sentence2", "gold_label"),
+            test=Columns("sentence1", "sentence2", id="index"),
+            dev_sets=(("matched", "dev_matched.tsv"), ("mismatched", "dev_mismatched.tsv")),
+            test_sets=(("matched", "test_matched.tsv"), ("mismatched", "test_mismatched.tsv")),
+        ),
+        GlueSpec(
+            "qnli",
+            "QNLI",
+            _ENTAILMENT,
+            train=Columns("question", "sentence", "label"),
+            test=Columns("question", "sentence", id="index"),
+        ),
+        GlueSpec(
+            "rte",
+            "RTE",
+            _ENTAILMENT,
+            train=Columns("sentence1", "sentence2", "label"),
+            test=Columns("sentence1", "sentence2", id="index"),
+            epochs=10,
+        ),
+        GlueSpec(
+            "wnli",
+            "WNLI",
+            ("0", "1"),
+            train=Columns("sentence1", "sentence2", "label"),
+            test=Columns("sentence1", "sentence2", id="index"),
+        ),
+    )
+}
+_SUBMISSION_SUFFIX = {"matched": "-m", "mismatched": "-mm"}
+
+
+def read_glue_tsv(path: Path, spec: GlueSpec, split: str) -> list[Example]:
+    cols = spec.test if split == "test" else spec.train
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1))
+    if isinstance(cols.text_a, str):  # a header row names the columns
+        if not rows:
+            raise ElectraError(f"{path} is empty: expected a {spec.name} {split} TSV file")
+        header = rows.pop(0)[1]
+        index = _column_index(header, cols, path, spec, split)
+    else:
+        index = {k: v for k, v in vars(cols).items() if v is not None}
+    if not rows:
+        raise ElectraError(f"{path} has no examples: expected a {spec.name} {split} TSV file")
+    need = max(index.values()) + 1
+    examples = []
+    for line, row in rows:
+        if len(row) < need:
+            raise ElectraError(
+                f"{path}, line {line}: expected at least {need} tab-separated fields, found "
+                f"{len(row)}: is this the {spec.name} {split} file?"
+            )
+        label = None if "label" not in index else _label(row[index["label"]], spec, path, line)
+        examples.append(
+            Example(
+                id=row[index["id"]] if "id" in index else str(len(examples)),
+                text_a=row[index["text_a"]],
+                text_b=row[index["text_b"]] if "text_b" in index else None,
+                label=label,
+            )
+        )
+    return examples
+
+
+def _column_index(header, cols: Columns, path, spec, split) -> dict[str, int]:
+    index = {}
+    for key, name in vars(cols).items():
+        if name is None:
+            continue
+        if name not in header:
+            raise ElectraError(
+                f"{path}, line 1: no {name!r} column in the header ({', '.join(header)[:120]}): "
+                f"is this the {spec.name} {split} file?"
+            )
+        index[key] = header.index(name)
+    return index
+
+
+def _label(raw: str, spec: GlueSpec, path, line) -> str | float:
+    if spec.labels is None:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ElectraError(f"{path}, line {line}: score {raw!r} is not a number") from None
+    if raw not in spec.labels:
+        raise ElectraError(
+            f"{path}, line {line}: unknown label {raw!r} (expected one of {', '.join(spec.labels)})"
+        )
+    return raw
+
+
+class GlueTask(Task):
+    family = "glue"
+
+    def __init__(self, spec: GlueSpec):
+        self.spec = spec
+        self.name = spec.name
+        self.epochs = spec.epochs
+        self.main_metric = (f"{spec.dev_sets[0][0]}_" if len(spec.dev_sets) > 1 else "") + (
+            spec.metrics[0]
+        )
+        self.files = {
+            "train": {"train": ("train.tsv",)},
+            "dev": {name: (file,) for name, file in spec.dev_sets},
+            "test": {name: (file,) for name, file in spec.test_sets},
+        }
+
+    @property
+    def regression(self) -> bool:
+        return self.spec.labels is None
+
+    def read(self, path: Path, split: str) -> list[Example]:
+        return read_glue_tsv(path, self.spec, split)
+
+    def double_unordered(self, examples: list[Example]) -> list[Example]:
+        """Adds each pair swapped (the official `double_unordered`, for MRPC and STS-B)."""
+        if not self.spec.pairs_symmetric:
+            raise ElectraError(
+                f"double_unordered applies to MRPC and STS-B, whose pairs are unordered, not {self.name}"
+            )
+        swapped = [Example(f"{e.id}-swapped", e.text_b, e.text_a, e.label) for e in examples]
+        return examples + swapped
+
+    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
+        special = special_ids(tokenizer)
+        a = token_ids(tokenizer, [e.text_a for e in examples])
+        pairs = examples and examples[0].text_b is not None
+        b = token_ids(tokenizer, [e.text_b for e in examples]) if pairs else [None] * len(a)
+        tensors = to_tensors(
+            [pack(x, y, special, max_len) for x, y in zip(a, b, strict=True)], max_len, special.pad
+        )
+        if examples[0].label is not None:
+            if self.regression:
+                tensors["labels"] = torch.tensor([e.label / 5.0 for e in examples])  # §5: y/5
+            else:
+                tensors["labels"] = torch.tensor(
+                    [self.spec.labels.index(e.label) for e in examples]
+                )
+        return Encoded(tensors)
+
+    def build_model(self, cfg: ModelConfig) -> ElectraForSequenceClassification:
+        return ElectraForSequenceClassification(
+            cfg, 1 if self.regression else len(self.spec.labels)
+        )
+
+    def losses(self, model, batch) -> torch.Tensor:
+        logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        if self.regression:
+            return (logits.squeeze(-1).float() - batch["labels"]) ** 2
+        return F.cross_entropy(logits.float(), batch["labels"], reduction="none")
+
+    def infer(self, model, batch):
+        logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        return {"logits": logits.float()}
+
+    def decode(self, examples, encoded, outputs) -> list[dict]:
+        logits = outputs["logits"]
+        if self.regression:
+            values = (logits.squeeze(-1) * 5.0).tolist()
+            preds = [round(v, 4) for v in values]
+        else:
+            preds = [self.spec.labels[i] for i in logits.argmax(-1).tolist()]
+        return [
+            {"id": e.id, "prediction": p, "label": e.label}
+            for e, p in zip(examples, preds, strict=True)
+        ]
+
+    def score(self, predictions) -> dict[str, float]:
+        gold = [p["label"] for p in predictions]
+        pred = [p["prediction"] for p in predictions]
+        if self.regression:
+            scores = metrics.correlations(gold, pred)
+        else:
+            scores = {}
+            if "accuracy" in self.spec.metrics:
+                scores["accuracy"] = metrics.accuracy(gold, pred)
+            if "f1" in self.spec.metrics:
+                scores["f1"] = metrics.binary_f1([int(g) for g in gold], [int(p) for p in pred])
+            if "mcc" in self.spec.metrics:
+                scores["mcc"] = metrics.mcc(gold, pred)
+        return {k: scores[k] for k in self.spec.metrics}
+
+    def write_submission(self, predictions, set_name, out_dir) -> Path:
+        """`index<TAB>prediction` rows under a header, the file name GLUE's server expects;
+        STS-B scores are clipped to [0, 5]."""
+        name = self.spec.submission + _SUBMISSION_SUFFIX.get(set_name, "")
+        path = Path(out_dir) / f"{name}.tsv"
+        lines = ["index\tprediction"]
+        for p in predictions:
+            value = p["prediction"]
+            if self.regression:
+                value = f"{min(5.0, max(0.0, value)):.3f}"
+            lines.append(f"{p['id']}\t{value}")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        return path

@@ -1,0 +1,543 @@
+"""Fine-tuning: GLUE/CoNLL readers and their errors, encoding, the recipe (layer-wise LR decay),
+and few-step runs of every task family through the command line, with their output files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from electra.config import FinetuneConfig, resolve_recipe
+from electra.errors import ElectraError
+from electra.finetune import layerwise_groups, trim
+from electra.optim import build_optimizer, set_learning_rate
+from electra.tasks import get_task
+from electra.tasks.base import pack
+from electra.tasks.ner import IGNORE, read_conll
+from electra.tokenizer import SpecialIds
+
+from .conftest import WORDS, shared_data, tiny_model_config
+from .test_cli import assert_one_line_error, run_cli
+
+
+def write_tsv(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join("\t".join(map(str, r)) for r in rows) + "\n")
+    return path
+
+
+FILLER = [w for w in WORDS if w not in ("good", "bad")]
+
+
+def sentence(i, n=6):
+    return " ".join(FILLER[(i * 5 + j * 3) % len(FILLER)] for j in range(n))
+
+
+def sst_dir(root, n=24):
+    """SST-2-format files where the label is whether "good" is in the sentence."""
+    rows = [[f"{sentence(i)} {'good' if i % 2 else 'bad'} ", i % 2] for i in range(n)]
+    write_tsv(root / "train.tsv", [["sentence", "label"], *rows])
+    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[:8]])
+    write_tsv(
+        root / "test.tsv", [["index", "sentence"], *[[i, r[0]] for i, r in enumerate(rows[:5])]]
+    )
+    return root
+
+
+GLUE_COUNTS = {
+    "cola": ("CoLA", 8551, 1043, 1063),
+    "sst2": ("SST-2", 67349, 872, 1821),
+    "mrpc": ("MRPC", 3668, 408, 1725),
+    "stsb": ("STS-B", 5749, 1500, 1379),
+    "rte": ("RTE", 2490, 277, 3000),
+    "wnli": ("WNLI", 635, 71, 146),
+}
+
+
+@pytest.mark.parametrize("task", GLUE_COUNTS)
+def test_glue_readers_give_the_official_row_counts(task):
+    folder, *counts = GLUE_COUNTS[task]
+    root = shared_data("glue", folder)
+    t = get_task(task)
+    sizes = [
+        sum(len(t.read(p, s)) for p in t.split_files(root, s).values())
+        for s in ("train", "dev", "test")
+    ]
+    assert sizes == counts
+    dev = t.read(t.split_files(root, "dev")["dev"], "dev")
+    assert all(e.label is not None for e in dev) and all(e.text_a for e in dev)
+    assert (dev[0].text_b is not None) == (task not in ("cola", "sst2"))
+
+
+def test_qnli_dev_reads_and_its_missing_train_split_is_named():
+    root = shared_data("glue", "QNLI")
+    t = get_task("qnli")
+    assert len(t.read(t.split_files(root, "dev")["dev"], "dev")) == 5463
+    with pytest.raises(ElectraError, match="no train split for qnli .* expected train.tsv"):
+        t.split_files(root, "train")
+
+
+def test_mnli_and_qqp_read_their_formats(tmp_path):
+    mnli_header = [
+        "index",
+        "promptID",
+        "pairID",
+        "genre",
+        "s1b",
+        "s2b",
+        "s1p",
+        "s2p",
+        "sentence1",
+        "sentence2",
+        "label1",
+        "gold_label",
+    ]
+    row = [0, 1, 2, "fiction", "", "", "", "", "a cat sat", "a cat ran", "neutral", "neutral"]
+    for name in ("train", "dev_matched", "dev_mismatched"):
+        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [mnli_header, row, [*row[:-1], "entailment"]])
+    t = get_task("mnli")
+    sets = {k: t.read(p, "dev") for k, p in t.split_files(tmp_path / "MNLI", "dev").items()}
+    assert list(sets) == ["matched", "mismatched"] and sets["matched"][1].label == "entailment"
+    assert t.main_metric == "matched_accuracy"
+    write_tsv(
+        tmp_path / "QQP" / "train.tsv",
+        [
+            ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+            [7, 1, 2, "who is it ?", "what is it ?", 0],
+        ],
+    )
+    ex = get_task("qqp").read(tmp_path / "QQP" / "train.tsv", "train")[0]
+    assert (ex.text_a, ex.text_b, ex.label) == ("who is it ?", "what is it ?", "0")
+
+
+def test_pairs_are_truncated_longest_first():
+    special = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+    ids, types = pack(list(range(10, 20)), [30, 31, 32], special, max_len=10)
+    # budget 7: the longer first sequence loses tokens from its end until it no longer is longer
+    assert ids == [2, 10, 11, 12, 13, 3, 30, 31, 32, 3]
+    assert types == [0] * 6 + [1] * 4
+    ids, _ = pack(list(range(10, 20)), list(range(30, 40)), special, max_len=9)
+    assert ids == [2, 10, 11, 12, 3, 30, 31, 32, 3]
+
+
+def test_layerwise_lr_decay_and_the_official_off_by_one(task_tokenizer):
+    model = get_task("sst2").build_model(tiny_model_config(num_hidden_layers=3))
+    lr = 1e-3
+
+    def lrs(off_by_one):
+        cfg = FinetuneConfig(lr=lr, layerwise_lr_decay=0.5, layerwise_off_by_one=off_by_one)
+        opt = build_optimizer(layerwise_groups(model, cfg), cfg, torch.device("cpu"))
+        set_learning_rate(opt, lr)
+        by_param = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+        return {n: by_param[id(p)] for n, p in model.named_parameters()}
+
+    fixed = lrs(False)
+    assert fixed["classifier.weight"] == lr
+    assert fixed["electra.encoder.layer.2.output.dense.weight"] == pytest.approx(lr * 0.5)
+    assert fixed["electra.encoder.layer.0.attention.self.query.weight"] == pytest.approx(
+        lr * 0.5**3
+    )
+    assert fixed["electra.embeddings.word_embeddings.weight"] == pytest.approx(lr * 0.5**4)
+    official = lrs(True)
+    assert official["classifier.bias"] == lr
+    assert official["electra.encoder.layer.2.output.dense.weight"] == pytest.approx(lr * 0.5**2)
+    assert official["electra.embeddings_project.weight"] == pytest.approx(lr * 0.5**5)
+
+
+def test_recipe_defaults_follow_table_7():
+    small, large = tiny_model_config(), tiny_model_config(hidden_size=1024, num_attention_heads=16)
+    r = resolve_recipe(FinetuneConfig(), small, epochs=10, max_seq_len=128)
+    assert (r.lr, r.layerwise_lr_decay, r.epochs, r.weight_decay, r.warmup_proportion) == (
+        3e-4,
+        0.8,
+        10,
+        0.0,
+        0.1,
+    )
+    assert r.max_seq_len == 64  # capped by the model's positions
+    r = resolve_recipe(FinetuneConfig(lr=1e-5), large, epochs=3, max_seq_len=128)
+    assert (r.lr, r.layerwise_lr_decay) == (1e-5, 0.9)
+    assert (
+        get_task("rte").epochs == get_task("stsb").epochs == 10 and get_task("squad2").epochs == 2
+    )
+
+
+def test_ner_labels_the_first_sub_token_of_each_word(tmp_path, task_tokenizer):
+    path = tmp_path / "train.txt"
+    path.write_text(
+        "-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\ncatdog NN I-NP O\n\nMary NNP B-NP B-PER\n"
+    )
+    sentences = read_conll(path, get_task("ner").labels)
+    assert [s.words for s in sentences] == [("Paris", "catdog"), ("Mary",)]
+    task = get_task("ner")
+    enc = task.encode(sentences, task_tokenizer, max_len=16, training=True)
+    labels = enc.tensors["labels"][0]
+    pieces = task_tokenizer.encode(
+        ["Paris", "catdog"], is_pretokenized=True, add_special_tokens=False
+    )
+    assert len(pieces.ids) > 2  # "catdog" is split
+    firsts = enc.meta["first_tokens"][0]
+    assert firsts == [1, 2]
+    assert labels[1] == task.labels.index("B-LOC") and labels[2] == task.labels.index("O")
+    assert (labels[3:] == IGNORE).all()  # later sub-tokens and padding carry no label
+    # words cut off by max_seq_len are predicted O, so a sentence is scored whole
+    short = task.encode(sentences, task_tokenizer, max_len=3, training=False)
+    preds = task.decode(sentences, short, {"tags": torch.zeros((2, 3), dtype=torch.long)})
+    assert preds[0]["prediction"] == ["O", "O"]
+
+
+def test_trim_drops_unused_padding_columns():
+    batch = {
+        "input_ids": torch.ones(2, 64, dtype=torch.long),
+        "attention_mask": torch.zeros(2, 64, dtype=torch.long),
+        "labels": torch.tensor([0, 1]),
+    }
+    batch["attention_mask"][1, :11] = 1
+    out = trim(batch)
+    assert out["input_ids"].shape == (2, 16) and out["labels"].shape == (2,)
+
+
+# --- end to end through the command line ----------------------------------------------------------
+
+FAST = ["--batch-size", "8", "--no-progress", "--lr", "3e-3"]
+
+
+def test_glue_finetune_learns_writes_results_and_evaluates(tmp_path, capsys, tiny_pretrained):
+    data = sst_dir(tmp_path / "sst")
+    out = tmp_path / "ft"
+    code, stdout, err = run_cli(
+        capsys,
+        "finetune",
+        "--model",
+        tiny_pretrained,
+        "--task",
+        "sst2",
+        "--data",
+        data,
+        "--out",
+        out,
+        "--epochs",
+        "15",
+        "--seeds",
+        "2",
+        *FAST,
+    )
+    assert code == 0, err
+    results = json.loads((out / "results.json").read_text())
+    assert results["seeds"] == [0, 1] and results["main_metric"] == "accuracy"
+    assert results["config"]["lr"] == 3e-3 and results["config"]["layerwise_lr_decay"] == 0.8
+    for seed in results["per_seed"]:
+        assert seed["train_loss"][-1] < 0.5 * seed["train_loss"][0]  # it learns the keyword
+    assert results["metrics"]["accuracy"] >= 75.0
+    assert sorted(results["spread"]["accuracy"]) == ["max", "min", "std"]
+    best = out / results["best_seed_dir"]
+    rows = [json.loads(line) for line in (best / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and set(rows[0]) == {"id", "prediction", "label"}
+    # the metric is recomputed from the predictions file
+    code, stdout, _ = run_cli(
+        capsys, "score", "--task", "sst2", "--predictions", best / "predictions.jsonl"
+    )
+    seed_result = json.loads((best / "results.json").read_text())
+    assert json.loads(stdout)["accuracy"] == pytest.approx(seed_result["metrics"]["accuracy"])
+    # evaluate reloads the best seed and gives the same dev score; test writes GLUE's format
+    code, stdout, _ = run_cli(capsys, "evaluate", "--model", out, "--task", "sst2", "--data", data)
+    assert code == 0 and f"accuracy: {seed_result['metrics']['accuracy']:.2f}" in stdout
+    code, stdout, _ = run_cli(capsys, "evaluate", "--model", out, "--data", data, "--split", "test")
+    lines = (best / "eval-test" / "SST-2.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 6
+    assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
+
+
+def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
+    header = [
+        "index",
+        "genre",
+        "filename",
+        "year",
+        "old_index",
+        "source1",
+        "source2",
+        "sentence1",
+        "sentence2",
+        "score",
+    ]
+    rows = [
+        [i, "g", "f", "y", "o", "s", "s", sentence(i), sentence(i + 1), f"{(i % 6) * 0.9:.1f}"]
+        for i in range(16)
+    ]
+    write_tsv(tmp_path / "sts" / "train.tsv", [header, *rows])
+    write_tsv(tmp_path / "sts" / "dev.tsv", [header, *rows[:6]])
+    out = tmp_path / "ft"
+    code, _, err = run_cli(
+        capsys,
+        "finetune",
+        "--model",
+        tiny_pretrained,
+        "--task",
+        "stsb",
+        "--data",
+        tmp_path / "sts",
+        "--out",
+        out,
+        "--epochs",
+        "1",
+        "--double-unordered",
+        *FAST,
+    )
+    assert code == 0, err
+    results = json.loads((out / "results.json").read_text())
+    assert results["examples"]["train"] == 32 and set(results["metrics"]) == {"spearman", "pearson"}
+    preds = (out / "seed_0" / "predictions.jsonl").read_text().splitlines()
+    assert isinstance(json.loads(preds[0])["prediction"], float)
+    code, _, err = run_cli(
+        capsys,
+        "finetune",
+        "--model",
+        tiny_pretrained,
+        "--task",
+        "sst2",
+        "--data",
+        sst_dir(tmp_path / "s"),
+        "--out",
+        tmp_path / "x",
+        "--double-unordered",
+        *FAST,
+    )
+    assert_one_line_error(code, err, "double_unordered applies to MRPC and STS-B")
+
+
+def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
+    conll = tmp_path / "conll"
+    conll.mkdir()
+    text = "".join(
+        f"Paris NNP B-NP B-LOC\n{w} NN I-NP O\nMary NNP B-NP B-PER\n\n" for w in WORDS[:20]
+    )
+    for name in ("train.txt", "valid.txt"):
+        (conll / name).write_text("-DOCSTART- -X- -X- O\n\n" + text)
+    code, _, err = run_cli(
+        capsys,
+        "finetune",
+        "--model",
+        tiny_pretrained,
+        "--task",
+        "ner",
+        "--data",
+        conll,
+        "--out",
+        tmp_path / "ner",
+        "--epochs",
+        "8",
+        *FAST,
+    )
+    assert code == 0, err
+    results = json.loads((tmp_path / "ner" / "results.json").read_text())
+    assert results["metrics"]["f1"] > 50.0  # two always-tagged names are learnable in 8 epochs
+    row = json.loads(
+        (tmp_path / "ner" / "seed_0" / "predictions.jsonl").read_text().splitlines()[0]
+    )
+    assert len(row["prediction"]) == len(row["label"]) == 3
+
+    from .test_squad import qa, squad_file
+
+    squad = tmp_path / "squad"
+    squad.mkdir()
+    questions = [
+        qa("q1", "where was the car ?", "Paris"),
+        qa("q2", "who sat on the mat ?", "Mary"),
+        qa("q3", "what is money ?", None, impossible=True),
+    ]
+    squad_file(squad / "train-v2.0.json", questions)
+    squad_file(squad / "dev-v2.0.json", questions)
+    out = tmp_path / "qa"
+    code, _, err = run_cli(
+        capsys,
+        "finetune",
+        "--model",
+        tiny_pretrained,
+        "--task",
+        "squad2",
+        "--data",
+        squad,
+        "--out",
+        out,
+        "--epochs",
+        "1",
+        "--max-seq-len",
+        "32",
+        "--doc-stride",
+        "8",
+        *FAST,
+    )
+    assert code == 0, err
+    results = json.loads((out / "results.json").read_text())
+    assert {"exact", "f1", "best_exact", "best_f1", "HasAns_exact", "NoAns_exact"} <= set(
+        results["metrics"]
+    )
+    # its dev predictions in the official format, scored by `electra score` as the v2.0 script does
+    squad_file(squad / "test-v2.0.json", [{**q, "answers": []} for q in questions])
+    code, _, err = run_cli(
+        capsys,
+        "evaluate",
+        "--model",
+        out,
+        "--data",
+        squad,
+        "--split",
+        "test",
+        "--out",
+        tmp_path / "test",
+    )
+    assert code == 0, err
+    submitted = json.loads((tmp_path / "test" / "predictions.json").read_text())
+    assert sorted(submitted) == ["q1", "q2", "q3"]
+    assert sorted(json.loads((tmp_path / "test" / "null_odds.json").read_text())) == [
+        "q1",
+        "q2",
+        "q3",
+    ]
+    code, _, err = run_cli(
+        capsys, "evaluate", "--model", out, "--data", squad, "--out", tmp_path / "pred"
+    )
+    assert code == 0, err
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "pred" / "predictions.jsonl").read_text().splitlines()
+    ]
+    official = {r["id"]: r["prediction"] for r in rows}
+    (tmp_path / "predictions.json").write_text(json.dumps(official))
+    code, stdout, err = run_cli(
+        capsys,
+        "score",
+        "--task",
+        "squad2",
+        "--data",
+        squad / "dev-v2.0.json",
+        "--predictions",
+        tmp_path / "predictions.json",
+    )
+    assert code == 0, err
+    scores = json.loads(stdout)
+    assert scores["total"] == 3 and scores["NoAns_total"] == 1
+
+
+def test_pretrained_weights_load_and_random_init_does_not(tmp_path, capsys, tiny_pretrained):
+    data = sst_dir(tmp_path / "sst")
+    source = load_file(tiny_pretrained / "model.safetensors")
+    for flag, same in (("--no-random-init", True), ("--random-init", False)):
+        out = tmp_path / flag
+        code, _, err = run_cli(
+            capsys,
+            "finetune",
+            "--model",
+            tiny_pretrained,
+            "--task",
+            "sst2",
+            "--data",
+            data,
+            "--out",
+            out,
+            "--epochs",
+            "1",
+            "--lr",
+            "1e-12",
+            "--batch-size",
+            "8",
+            flag,
+        )
+        assert code == 0, err
+        tuned = load_file(out / "seed_0" / "model.safetensors")
+        key = "electra.encoder.layer.1.output.dense.weight"
+        # at a negligible LR the encoder keeps the weights it started from
+        assert torch.allclose(tuned[key], source[key], atol=1e-9) == same
+        assert json.loads((out / "results.json").read_text())["random_init"] == (not same)
+
+
+def test_an_hf_folder_fine_tunes(tmp_path, capsys, task_tokenizer):
+    transformers = pytest.importorskip("transformers")
+    from electra.tokenizer import save_tokenizer
+
+    cfg = transformers.ElectraConfig(
+        vocab_size=task_tokenizer.get_vocab_size(),
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    model = transformers.ElectraForPreTraining(cfg)
+    model.save_pretrained(tmp_path / "hf")
+    save_tokenizer(task_tokenizer, tmp_path / "hf", lowercase=True)
+    code, _, err = run_cli(
+        capsys,
+        "finetune",
+        "--model",
+        tmp_path / "hf",
+        "--task",
+        "sst2",
+        "--data",
+        sst_dir(tmp_path / "sst"),
+        "--out",
+        tmp_path / "ft",
+        "--epochs",
+        "1",
+        *FAST,
+    )
+    assert code == 0, err
+    ours = load_file(tmp_path / "ft" / "seed_0" / "model.safetensors")
+    assert ours["electra.embeddings.word_embeddings.weight"].shape == (
+        task_tokenizer.get_vocab_size(),
+        16,
+    )
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def test_bad_task_files_get_one_line_errors_naming_file_and_line(tmp_path, capsys, tiny_pretrained):
+    def finetune(task, data, out="out"):
+        return run_cli(
+            capsys,
+            "finetune",
+            "--model",
+            tiny_pretrained,
+            "--task",
+            task,
+            "--data",
+            data,
+            "--out",
+            tmp_path / out,
+            *FAST,
+        )
+
+    good = sst_dir(tmp_path / "sst")
+    code, _, err = finetune("rte", good)  # an SST-2 folder given as RTE: the header is wrong
+    assert_one_line_error(code, err, "train.tsv", "line 1", "'sentence1'", "rte train")
+    bad = sst_dir(tmp_path / "bad-label")
+    text = (bad / "train.tsv").read_text().splitlines()
+    text[3] = text[3].rsplit("\t", 1)[0] + "\tpositive"
+    (bad / "train.tsv").write_text("\n".join(text) + "\n")
+    code, _, err = finetune("sst2", bad)
+    assert_one_line_error(code, err, "train.tsv, line 4", "unknown label 'positive'")
+    short = sst_dir(tmp_path / "short")
+    (short / "dev.tsv").write_text("sentence\tlabel\na cat sat\n")
+    code, _, err = finetune("sst2", short)
+    assert_one_line_error(code, err, "dev.tsv, line 2", "expected at least 2")
+    empty = sst_dir(tmp_path / "empty")
+    (empty / "train.tsv").write_text("")
+    code, _, err = finetune("sst2", empty)
+    assert_one_line_error(code, err, "train.tsv is empty")
+    missing = sst_dir(tmp_path / "missing")
+    (missing / "dev.tsv").unlink()
+    code, _, err = finetune("sst2", missing)
+    assert_one_line_error(code, err, "no dev split for sst2", "dev.tsv")
+    code, _, err = finetune("sst3", good)
+    assert_one_line_error(code, err, "unknown task 'sst3'", "did you mean sst2")
+    conll = tmp_path / "conll"
+    conll.mkdir()
+    (conll / "train.txt").write_text("Paris NNP B-NP B-LOC\nMary NNP B-NP B-PERSON\n")
+    code, _, err = finetune("ner", conll)
+    assert_one_line_error(code, err, "train.txt, line 2", "unknown tag 'B-PERSON'")
+    assert not any(p.name.startswith("out") for p in tmp_path.iterdir())  # nothing half-written

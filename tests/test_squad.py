@@ -1,0 +1,130 @@
+"""SQuAD: reading and its errors, sliding windows, token-to-character offsets, answers that cross
+window boundaries, the max-context rule, and span decoding with the null threshold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from electra.errors import ElectraError
+from electra.tasks.squad import SquadTask, _is_max_context, _windows, read_squad
+
+CONTEXT = (
+    "John went to the store yesterday . The big red car was in Paris , the capital city of "
+    "France . Mary sat on the mat and it was not very fun . The green tree ran to the river bank ."
+)
+
+
+def squad_file(path, questions, context=CONTEXT):
+    data = {
+        "version": "v2.0",
+        "data": [{"title": "t", "paragraphs": [{"context": context, "qas": questions}]}],
+    }
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def qa(qid, question, answer=None, impossible=False, start=None):
+    answers = (
+        []
+        if answer is None
+        else [{"text": answer, "answer_start": CONTEXT.index(answer) if start is None else start}]
+    )
+    return {"id": qid, "question": question, "answers": answers, "is_impossible": impossible}
+
+
+def test_windows_cover_the_document_with_the_stride():
+    assert _windows(10, 4, 2) == [(0, 4), (2, 4), (4, 4), (6, 4)]
+    assert _windows(3, 4, 2) == [(0, 3)]
+    windows = _windows(10, 4, 2)
+    # Token 3 sits in windows 0 (right edge) and 1 (middle): window 1 gives it more context.
+    assert not _is_max_context(windows, (0, 4), 3) and _is_max_context(windows, (2, 4), 3)
+    # every token is max-context in exactly one window
+    for t in range(10):
+        assert sum(_is_max_context(windows, w, t) for w in windows if w[0] <= t < w[0] + w[1]) == 1
+
+
+def test_answers_map_to_tokens_and_back_to_text_across_windows(tmp_path, task_tokenizer):
+    path = squad_file(
+        tmp_path / "train.json",
+        [
+            qa("q1", "what is the capital of france ?", "Paris"),
+            qa("q2", "who sat on the mat ?", "Mary sat on the mat"),
+        ],
+    )
+    questions = read_squad(path)
+    task = SquadTask("2.0", doc_stride=6, max_query_length=16)
+    enc = task.encode(questions, task_tokenizer, max_len=24, training=True)
+    t = enc.tensors
+    assert t["input_ids"].shape[1] == 24 and len(enc) > 2 * len(questions)  # several windows each
+    seen = {0: [], 1: []}
+    for row, ex in enumerate(enc.meta["example"]):
+        s, e = int(t["start_positions"][row]), int(t["end_positions"][row])
+        seen[ex].append(s > 0)
+        if s == 0:
+            assert e == 0 and t["is_impossible"][row] == 1
+            continue
+        assert t["is_impossible"][row] == 0 and t["token_type_ids"][row, s] == 1
+        offsets = enc.meta["offsets"][row]
+        text = CONTEXT[offsets[s][0] : offsets[e][1]]
+        assert text == questions[ex].answers[0][0]  # original case, from the offsets
+    # Each answer is whole in some windows and cut (so labelled position 0) in others.
+    assert all(any(v) and not all(v) for v in seen.values())
+
+
+def test_offset_mismatch_is_an_error_naming_file_line_and_question(tmp_path):
+    path = squad_file(
+        tmp_path / "dev.json", [qa("ok", "x ?", "Paris"), qa("bad-7", "y ?", "Paris", start=3)]
+    )
+    with pytest.raises(ElectraError) as e:
+        read_squad(path)
+    lines = path.read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, start=1) if '"bad-7"' in text)
+    assert str(path) in str(e.value) and f"line {line}" in str(e.value) and "bad-7" in str(e.value)
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(ElectraError, match="is empty"):
+        read_squad(tmp_path / "empty.json")
+
+
+def fake_outputs(enc, best_row, start, end, answerable):
+    """Model outputs that put all probability on one span in one window."""
+    n, k = len(enc), 2
+    start_lp = torch.full((n, k), -5.0)
+    start_ix = torch.zeros((n, k), dtype=torch.long)
+    end_lp = torch.full((n, k, k), -5.0)
+    end_ix = torch.zeros((n, k, k), dtype=torch.long)
+    start_lp[best_row, 0], start_ix[best_row, 0] = -0.1, start
+    end_lp[best_row, 0, 0], end_ix[best_row, 0, 0] = -0.1, end
+    return {
+        "start_log_probs": start_lp,
+        "start_index": start_ix,
+        "end_log_probs": end_lp,
+        "end_index": end_ix,
+        "answerable_logit": torch.full((n,), float(answerable)),
+    }
+
+
+def test_decoding_cuts_the_span_and_applies_the_null_threshold(tmp_path, task_tokenizer):
+    questions = read_squad(
+        squad_file(tmp_path / "d.json", [qa("q", "where was the car ?", "Paris")])
+    )
+    task = SquadTask("2.0", doc_stride=6, max_query_length=16, null_threshold=0.0)
+    enc = task.encode(questions, task_tokenizer, max_len=24, training=False)
+    # find a window where "Paris" has max context, and its token position
+    target = CONTEXT.index("Paris")
+    row, pos = next(
+        (r, p)
+        for r in range(len(enc))
+        for p, off in enumerate(enc.meta["offsets"][r])
+        if off and off[0] == target and enc.meta["max_context"][r][p]
+    )
+    pred = task.decode(questions, enc, fake_outputs(enc, row, pos, pos, answerable=-1.0))[0]
+    assert pred["prediction"] == pred["best_span"] == "Paris" and pred["null_score"] == -1.0
+    assert task.score([pred])["exact"] == 100.0
+    pred = task.decode(questions, enc, fake_outputs(enc, row, pos, pos, answerable=1.0))[0]
+    assert pred["prediction"] == "" and pred["best_span"] == "Paris"  # null above the threshold
+    # a span longer than max_answer_length is never chosen
+    task.max_answer_length = 0
+    assert task.decode(questions, enc, fake_outputs(enc, row, pos, pos, -1.0))[0]["best_span"] == ""
