@@ -112,6 +112,67 @@ def test_mnli_and_qqp_read_their_formats(tmp_path):
     assert (ex.text_a, ex.text_b, ex.label) == ("who is it ?", "what is it ?", "0")
 
 
+def test_mnli_reports_both_dev_sets_and_writes_both_submissions(tmp_path, capsys, tiny_pretrained):
+    header = [
+        "index",
+        "promptID",
+        "pairID",
+        "genre",
+        "a",
+        "b",
+        "c",
+        "d",
+        "sentence1",
+        "sentence2",
+        "label1",
+        "gold_label",
+    ]
+    labels = ("contradiction", "entailment", "neutral")
+    rows = [
+        [i, 0, 0, "g", "", "", "", "", sentence(i), sentence(i + 2), "", labels[i % 3]]
+        for i in range(12)
+    ]
+    for name in ("train", "dev_matched", "dev_mismatched"):
+        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header, *rows])
+    for name in ("test_matched", "test_mismatched"):
+        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header[:10], *[r[:10] for r in rows[:4]]])
+    out = tmp_path / "ft"
+    code, _, err = run_cli(
+        capsys,
+        "finetune",
+        "--model",
+        tiny_pretrained,
+        "--task",
+        "mnli",
+        "--data",
+        tmp_path / "MNLI",
+        "--out",
+        out,
+        "--epochs",
+        "1",
+        *FAST,
+    )
+    assert code == 0, err
+    metrics = json.loads((out / "results.json").read_text())["metrics"]
+    assert set(metrics) == {"matched_accuracy", "mismatched_accuracy"}
+    code, _, err = run_cli(
+        capsys,
+        "evaluate",
+        "--model",
+        out,
+        "--data",
+        tmp_path / "MNLI",
+        "--split",
+        "test",
+        "--out",
+        tmp_path / "sub",
+    )
+    assert code == 0, err
+    for name in ("MNLI-m.tsv", "MNLI-mm.tsv"):
+        lines = (tmp_path / "sub" / name).read_text().splitlines()
+        assert len(lines) == 5 and lines[1].split("\t")[1] in labels
+
+
 def test_pairs_are_truncated_longest_first():
     special = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
     ids, types = pack(list(range(10, 20)), [30, 31, 32], special, max_len=10)
