@@ -132,7 +132,7 @@ def predict(
         with autocast(device, precision):
             out = task.infer(model, batch)
         for k, v in out.items():
-            if v.dim() > 1 and v.shape[1] == batch["input_ids"].shape[1]:  # per-token outputs
+            if k in task.token_outputs:  # trimmed to the batch: pad back to the common width
                 v = nn.functional.pad(v, (0, data.tensors["input_ids"].shape[1] - v.shape[1]))
             parts.setdefault(k, []).append(v.cpu())
     return task.decode(examples, data, {k: torch.cat(v) for k, v in parts.items()})

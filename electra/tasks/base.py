@@ -41,6 +41,7 @@ class Task:
     max_seq_len: int = 128
     eval_batch_size: int = 64
     main_metric: str = ""
+    token_outputs: tuple[str, ...] = ()  # outputs of `infer` with one value per token
     # split name -> {evaluation set name: candidate file names}; one set for most tasks.
     files: dict[str, dict[str, tuple[str, ...]]] = {}
 

@@ -70,6 +70,7 @@ class NerTask(Task):
     name = "conll2003"
     family = "tagging"
     main_metric = "f1"
+    token_outputs = ("tags",)
     files = {
         "train": {"train": ("train.txt", "eng.train")},
         "dev": {"dev": ("valid.txt", "dev.txt", "eng.testa")},
