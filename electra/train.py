@@ -24,6 +24,7 @@ from electra.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint
 from electra.config import RunConfig, generator_config, with_architecture_of
 from electra.data import BatchStream, PretrainingData
 from electra.errors import ElectraError
+from electra.flops import official_train_flops
 from electra.model import count_parameters, format_count
 from electra.objective import StepOutput, build_objective
 from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
@@ -226,6 +227,12 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
             file=sys.stderr,
         )
     tokens_per_step = cfg.train.batch_size * data.seq_len
+    flops_per_step = official_train_flops(cfg, steps=1)
+    print(
+        f"training FLOPs: {flops_per_step * cfg.train.steps:.3g} for {cfg.train.steps} steps "
+        "(the official counter's convention, as in the paper's Table 1)",
+        file=sys.stderr,
+    )
     params = [p for p in objective.parameters() if p.requires_grad]
     step_fn = torch.compile(objective) if cfg.train.compile else objective
     logger = RunLogger(run_dir, cfg.train.tensorboard)
@@ -267,6 +274,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
                     step=step,
                     lr=lr,
                     tokens_per_s=window.steps * tokens_per_step / (now - window.start),
+                    train_flops=step * flops_per_step,
                     elapsed_s=elapsed_before + now - start,
                 )
                 logger.log(record)

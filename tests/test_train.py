@@ -9,9 +9,10 @@ import torch
 from safetensors.torch import load_file
 
 from electra.checkpoint import checkpoint_dirs
-from electra.config import apply_overrides, preset
+from electra.config import RunConfig, apply_overrides, preset
 from electra.data import prepare
 from electra.detect import detect
+from electra.flops import official_train_flops
 from electra.pretrained import load_pretrained
 from electra.tokenizer import save_tokenizer, train_tokenizer
 from electra.tracking import read_metrics
@@ -31,6 +32,7 @@ METRIC_KEYS = {
     "replaced_frac",
     "tokens_per_s",
     "elapsed_s",
+    "train_flops",
 }
 
 
@@ -78,6 +80,8 @@ def test_metrics_checkpoints_and_model_folders(wikitext_data, tmp_path):
     # The official schedule: the update at 0-based step 1 of 6, warmup 2, uses 2e-3 * (5/6) * (1/2).
     assert rows[0]["lr"] == pytest.approx(cfg.train.lr * (1 - 1 / 6) * 0.5)
     assert all(r["tokens_per_s"] > 0 and 0 <= r["replaced_frac"] <= 0.16 for r in rows)
+    per_step = official_train_flops(RunConfig.load(run / "config.json"), steps=1)
+    assert [r["train_flops"] for r in rows] == [pytest.approx(k * per_step) for k in (2, 4, 6)]
     assert any((run / "tensorboard").iterdir())
     # Keeps the last two checkpoints, each complete, and no temporary folders.
     names = [p.name for p in checkpoint_dirs(run)]

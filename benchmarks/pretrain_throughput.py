@@ -1,0 +1,348 @@
+"""Pretraining step throughput: ours against the two peers users assemble today.
+
+    python benchmarks/pretrain_throughput.py --preset small --batch 32 --seq-len 128 --precision fp32
+
+All three train the same ELECTRA pair (generator sharing the discriminator's embeddings, its output
+layer tied to the word table) with the same masking rate, Gumbel sampling, loss weights, AdamW and
+clipping, on the same random token batches, and are timed in alternation in one process:
+
+- ours: `electra.objective` on `electra.model` (masked-slot generator head, SDPA attention);
+- careful peer: Hugging Face `ElectraForMaskedLM` + `ElectraForPreTraining` in a lean loop that
+  gathers the masked positions before the generator's output head;
+- common peer: lucidrains' `electra-pytorch` 0.1.2 (`pip install --no-deps electra-pytorch==0.1.2`)
+  driving the same Hugging Face models, projecting every position onto the vocabulary.
+
+Model FLOPs are counted analytically (`electra.flops.model_flops_per_step`: matmuls only, training as
+3x forward, the vocabulary head at masked positions only) and are the same useful work for all
+three; achieved FLOP/s is divided by this machine's measured matmul peak for the precision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+
+from electra.config import generator_config, preset
+from electra.flops import model_flops_per_step
+from electra.objective import build_objective, gumbel_sample, mask_tokens
+from electra.optim import build_optimizer, param_groups
+from electra.tokenizer import SpecialIds
+
+SPECIAL = SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)  # BERT's uncased ids
+
+
+def run_config(args):
+    cfg = preset(args.preset)
+    return replace(
+        cfg,
+        data=replace(cfg.data, seq_len=args.seq_len),
+        train=replace(
+            cfg.train, batch_size=args.batch, device=args.device, precision=args.precision
+        ),
+    )
+
+
+def batches(cfg, device, n=4):
+    """Full rows of random ids ([CLS] ... [SEP]) and no padding, as packed pretraining data has."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(
+            1000, cfg.model.vocab_size, (cfg.train.batch_size, cfg.data.seq_len), generator=g
+        )
+        ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
+        out.append(
+            {
+                "input_ids": ids.to(device),
+                "token_type_ids": torch.zeros_like(ids).to(device),
+                "attention_mask": torch.ones_like(ids).to(device),
+            }
+        )
+    return out
+
+
+def autocast(device, precision):
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# --- the three implementations: each returns step(batch) --------------------------------------
+
+
+def ours(cfg, device):
+    objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len).to(device)
+    optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
+    params = [p for p in objective.parameters()]
+    fn = torch.compile(objective) if cfg.train.compile else objective
+
+    def step(batch):
+        with autocast(device, cfg.train.precision):
+            out = fn(**batch)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def hf_pair(cfg, device):
+    """HF generator and discriminator sharing embeddings, the generator's output re-tied."""
+    import transformers
+
+    def hf_config(m):
+        fields = {k: v for k, v in vars(m).items()}
+        return transformers.ElectraConfig(**fields, attn_implementation="sdpa")
+
+    disc = transformers.ElectraForPreTraining(hf_config(cfg.model))
+    gen = transformers.ElectraForMaskedLM(hf_config(generator_config(cfg.model, cfg.objective)))
+    gen.electra.embeddings = disc.electra.embeddings
+    gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
+    return gen.to(device).train(), disc.to(device).train()
+
+
+def careful_peer(cfg, device):
+    gen, disc = hf_pair(cfg, device)
+    models = torch.nn.ModuleList([gen, disc])
+    optimizer = build_optimizer(param_groups(models, cfg.train.weight_decay), cfg.train, device)
+    params = list(models.parameters())
+    o = cfg.objective
+    n_slots = o.num_predictions(cfg.data.seq_len)
+
+    def step(batch):
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        with autocast(device, cfg.train.precision):
+            m = mask_tokens(ids, mask, SPECIAL, o, n_slots, cfg.model.vocab_size)
+            hidden = gen.electra(m.input_ids, attention_mask=mask).last_hidden_state
+            picked = hidden.gather(1, m.positions[..., None].expand(-1, -1, hidden.shape[-1]))
+            logits = gen.generator_lm_head(gen.generator_predictions(picked)).float()
+            mlm_loss = F.cross_entropy(logits.flatten(0, 1), m.targets.flatten())
+            sampled = gumbel_sample(logits, o.temperature)
+            corrupted = ids.scatter(1, m.positions, sampled)
+            labels = (corrupted != ids).float()
+            disc_logits = disc(corrupted, attention_mask=mask).logits.float()
+            disc_loss = F.binary_cross_entropy_with_logits(disc_logits, labels)
+            loss = o.gen_weight * mlm_loss + o.disc_weight * disc_loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def common_peer(cfg, device):
+    from electra_pytorch import Electra
+
+    gen, disc = hf_pair(cfg, device)
+
+    class Logits(torch.nn.Module):  # the wrapper expects a module that returns logits
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, **kwargs):
+            return self.model(ids, **kwargs).logits
+
+    o = cfg.objective
+    trainer = Electra(
+        Logits(gen),
+        Logits(disc),
+        mask_prob=o.mask_prob,
+        replace_prob=o.mask_frac,
+        mask_token_id=SPECIAL.mask,
+        pad_token_id=SPECIAL.pad,
+        mask_ignore_token_ids=[SPECIAL.cls, SPECIAL.sep],
+        disc_weight=o.disc_weight,
+        gen_weight=o.gen_weight,
+        temperature=o.temperature,
+    ).to(device)
+    optimizer = build_optimizer(param_groups(trainer, cfg.train.weight_decay), cfg.train, device)
+    params = list(trainer.parameters())
+
+    def step(batch):
+        with autocast(device, cfg.train.precision):
+            loss = trainer(batch["input_ids"], attention_mask=batch["attention_mask"]).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+IMPLEMENTATIONS = {"ours": ours, "careful": careful_peer, "common": common_peer}
+
+
+# --- measurement ------------------------------------------------------------------------------------
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def matmul_peak(device, precision, n=4096, reps=10) -> float:
+    """FLOP/s of a large square matrix product at this precision: the achievable peak."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    sync(device)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        a @ b
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def time_steps(step, data, steps, device) -> float:
+    sync(device)
+    start = time.perf_counter()
+    for i in range(steps):
+        step(data[i % len(data)])
+    sync(device)
+    return (time.perf_counter() - start) / steps
+
+
+def peak_memory(args, name) -> float:
+    """Peak memory of one implementation, measured alone in a fresh subprocess."""
+    cmd = [sys.executable, __file__, *sys.argv[1:], "--memory-of", name]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        line = next(x for x in f if x.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
+
+
+def measure_memory(args, name):
+    """Prints the memory one implementation adds while training: on GPU, peak allocated; on CPU,
+    peak resident set size above what the process held before building it (Linux)."""
+    cfg = run_config(args)
+    device = torch.device(args.device)
+    data = batches(cfg, device)
+    if name != "ours":
+        import transformers  # noqa: F401 - imported before the baseline, like torch
+
+        if name == "common":
+            import electra_pytorch  # noqa: F401
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the peak RSS (VmHWM) to the current RSS
+    baseline = _status_mib("VmRSS")
+    step = IMPLEMENTATIONS[name](cfg, device)
+    for i in range(args.warmup):
+        step(data[i % len(data)])
+    sync(device)
+    if device.type == "cuda":
+        print(torch.cuda.max_memory_allocated() / 2**20)
+    else:
+        print(_status_mib("VmHWM") - baseline)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="small")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--compile", action="store_true", help="torch.compile our step")
+    p.add_argument(
+        "--impls", nargs="+", default=list(IMPLEMENTATIONS), choices=list(IMPLEMENTATIONS)
+    )
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=5, help="timed steps per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--memory-of", help=argparse.SUPPRESS)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args()
+    if args.memory_of:
+        measure_memory(args, args.memory_of)
+        return
+
+    cfg = run_config(args)
+    if args.compile:
+        cfg = replace(cfg, train=replace(cfg.train, compile=True))
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    data = batches(cfg, device)
+    steps = {name: IMPLEMENTATIONS[name](cfg, device) for name in args.impls}
+    for step in steps.values():
+        time_steps(step, data, args.warmup, device)
+    times = {name: [] for name in steps}
+    for _ in range(args.rounds):  # alternate, so drifts in clock or load hit all alike
+        for name, step in steps.items():
+            times[name].append(time_steps(step, data, args.steps, device))
+
+    tokens = cfg.train.batch_size * cfg.data.seq_len
+    flops = model_flops_per_step(cfg)
+    peak = matmul_peak(device, args.precision)
+    threads = torch.get_num_threads()
+    machine = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU, {threads} threads"
+    results = {
+        "preset": args.preset,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "precision": args.precision,
+        "compile": args.compile,
+        "device": machine,
+        "model_flops_per_step": flops,
+        "matmul_peak_flops": peak,
+        "impls": {},
+    }
+    print(
+        f"{args.preset} batch {args.batch} seq {args.seq_len} {args.precision} on {machine}; "
+        f"model FLOPs/step {flops:.3g} (matmuls, 3x forward, vocab head at masked slots); "
+        f"matmul peak {peak / 1e12:.2f} TFLOP/s"
+    )
+    for name in steps:
+        t = statistics.median(times[name])
+        mem = peak_memory(args, name)
+        results["impls"][name] = {
+            "step_s": t,
+            "tokens_per_s": tokens / t,
+            "sequences_per_s": cfg.train.batch_size / t,
+            "model_flops_per_s": flops / t,
+            "fraction_of_peak": flops / t / peak,
+            "peak_memory_mib": mem,
+        }
+        r = results["impls"][name]
+        print(
+            f"  {name:8s} {r['tokens_per_s']:10.0f} tokens/s  {r['sequences_per_s']:8.1f} seq/s  "
+            f"{r['model_flops_per_s'] / 1e12:6.3f} TFLOP/s  {100 * r['fraction_of_peak']:5.1f}% of peak  "
+            f"{mem:8.0f} MiB peak"
+        )
+    if "ours" in steps:
+        for name in steps:
+            if name != "ours":
+                ratio = (
+                    results["impls"]["ours"]["tokens_per_s"]
+                    / results["impls"][name]["tokens_per_s"]
+                )
+                results[f"speedup_vs_{name}"] = ratio
+                print(f"  ours / {name}: {ratio:.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
