@@ -128,3 +128,36 @@ def test_decoding_cuts_the_span_and_applies_the_null_threshold(tmp_path, task_to
     # a span longer than max_answer_length is never chosen
     task.max_answer_length = 0
     assert task.decode(questions, enc, fake_outputs(enc, row, pos, pos, -1.0))[0]["best_span"] == ""
+
+
+def test_score_command_scores_official_files(tmp_path, capsys):
+    from .test_cli import assert_one_line_error, run_cli
+
+    data = squad_file(
+        tmp_path / "dev-v1.1.json",
+        [qa("a", "where ?", "Paris"), qa("b", "who ?", "Mary sat on the mat")],
+    )
+    (tmp_path / "p.json").write_text(json.dumps({"a": "paris", "b": "Mary sat"}))
+    code, out, err = run_cli(
+        capsys, "score", "--task", "squad1", "--data", data, "--predictions", tmp_path / "p.json"
+    )
+    assert code == 0, err
+    # a: exact; b: F1 of {mary, sat} against {mary, sat, on, mat} = 2/3
+    assert json.loads(out) == {"exact_match": 50.0, "f1": pytest.approx(100 * (1 + 2 / 3) / 2)}
+    (tmp_path / "short.json").write_text(json.dumps({"a": "paris"}))
+    code, _, err = run_cli(
+        capsys,
+        "score",
+        "--task",
+        "squad2",
+        "--data",
+        data,
+        "--predictions",
+        tmp_path / "short.json",
+    )
+    assert_one_line_error(code, err, "short.json has no answer for 1 of 2 questions")
+    bad = squad_file(tmp_path / "bad.json", [qa("z", "y ?", "Paris", start=0)])
+    code, _, err = run_cli(
+        capsys, "score", "--task", "squad2", "--data", bad, "--predictions", tmp_path / "p.json"
+    )
+    assert_one_line_error(code, err, "bad.json, line", "question z", "not at offset 0")
