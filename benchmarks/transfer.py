@@ -3,9 +3,11 @@ from random initialization on GLUE tasks with the same recipe, and tabulates dev
 
     python benchmarks/transfer.py --model runs/wiki-tiny --glue ../shared/data/glue --out bench/transfer
 
-Each task runs `--seeds` fine-tunings per initialization (median reported, as the paper does);
-`--seeds-large` applies to SST-2, the one large training set. Writes OUT/transfer.json and
-OUT/transfer.md, and keeps every run's folder (results.json, predictions.jsonl) under OUT/runs/.
+Each task runs `--seeds` fine-tunings per initialization (the median is reported, as the paper
+does); `--seeds-large` applies to SST-2, the one large training set. Results accumulate in
+OUT/transfer.json (so `--inits random` and `--inits pretrained` may run at different times) and
+the table is rewritten to OUT/transfer.md; every run's folder (results.json, predictions.jsonl)
+is kept under OUT/runs/.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from electra.config import FinetuneConfig
 from electra.finetune import finetune
 
 TASKS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
+INITS = ("pretrained", "random")
 
 
 def main() -> None:
@@ -27,16 +30,18 @@ def main() -> None:
     p.add_argument("--glue", required=True, help="the folder holding SST-2/, MRPC/, ...")
     p.add_argument("--out", required=True)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--inits", nargs="+", default=list(INITS), choices=INITS)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--seeds-large", type=int, default=1)
     args = p.parse_args()
 
     out = Path(args.out)
-    rows = []
+    out.mkdir(parents=True, exist_ok=True)
+    store = out / "transfer.json"
+    runs = json.loads(store.read_text()) if store.exists() else {}
     for task in args.tasks:
-        seeds = args.seeds_large if task == "sst2" else args.seeds
-        row = {"task": task, "seeds": seeds}
-        for init in ("pretrained", "random"):
+        for init in args.inits:
+            seeds = args.seeds_large if task == "sst2" else args.seeds
             cfg = FinetuneConfig(seeds=seeds, random_init=init == "random", progress=False)
             start = time.perf_counter()
             results = finetune(
@@ -48,38 +53,39 @@ def main() -> None:
                 overwrite=True,
             )
             metric = results["main_metric"]
-            row.update(
-                metric=metric,
-                **{
-                    init: results["metrics"][metric],
-                    f"{init}_spread": results["spread"][metric],
-                    f"{init}_all": results["metrics"],
-                    f"{init}_minutes": (time.perf_counter() - start) / 60,
-                },
-            )
+            runs[f"{task}/{init}"] = {
+                "model": args.model,
+                "metric": metric,
+                "seeds": seeds,
+                "median": results["metrics"][metric],
+                "spread": results["spread"][metric],
+                "all_metrics": results["metrics"],
+                "minutes": (time.perf_counter() - start) / 60,
+            }
             print(f"{task} {init}: {metric} {results['metrics'][metric]:.2f}", flush=True)
-        rows.append(row)
-        write(out, rows, args)
+            store.write_text(json.dumps(runs, indent=2))
+            write_table(out, runs)
 
 
-def write(out: Path, rows: list[dict], args) -> None:
-    (out / "transfer.json").write_text(json.dumps({"model": args.model, "rows": rows}, indent=2))
+def write_table(out: Path, runs: dict) -> None:
     lines = [
-        "| task | metric | seeds | pretrained | random init | gain |",
+        "| task | metric | seeds | pretrained: median (min–max) | random init: median (min–max) | gain |",
         "|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    gains = []
+    for task in TASKS:
+        pre, rnd = runs.get(f"{task}/pretrained"), runs.get(f"{task}/random")
+        if not (pre and rnd):
+            continue
+        cell = lambda r: f"{r['median']:.1f} ({r['spread']['min']:.1f}–{r['spread']['max']:.1f})"  # noqa: E731
+        gains.append((pre["median"], rnd["median"]))
         lines.append(
-            f"| {r['task']} | {r['metric']} | {r['seeds']} | {r['pretrained']:.1f} "
-            f"({r['pretrained_spread']['min']:.1f}–{r['pretrained_spread']['max']:.1f}) | "
-            f"{r['random']:.1f} ({r['random_spread']['min']:.1f}–{r['random_spread']['max']:.1f}) | "
-            f"{r['pretrained'] - r['random']:+.1f} |"
+            f"| {task} | {pre['metric']} | {pre['seeds']} | {cell(pre)} | {cell(rnd)} | "
+            f"{pre['median'] - rnd['median']:+.1f} |"
         )
-    mean = lambda k: sum(r[k] for r in rows) / len(rows)  # noqa: E731
-    lines.append(
-        f"| **mean** | | | **{mean('pretrained'):.1f}** | **{mean('random'):.1f}** | "
-        f"**{mean('pretrained') - mean('random'):+.1f}** |"
-    )
+    if gains:
+        p, r = (sum(x) / len(gains) for x in zip(*gains, strict=True))
+        lines.append(f"| **mean** | | | **{p:.1f}** | **{r:.1f}** | **{p - r:+.1f}** |")
     (out / "transfer.md").write_text("\n".join(lines) + "\n")
 
 

@@ -29,7 +29,9 @@ def _glorot(*layers: nn.Linear) -> None:
         nn.init.zeros_(layer.bias)
 
 
-class ElectraForSequenceClassification(nn.Module):
+class _LinearHead(nn.Module):
+    """The encoder, then dropout and one linear layer (the paper's classification and tagging head)."""
+
     def __init__(self, cfg: ModelConfig, num_labels: int):
         super().__init__()
         self.config = cfg
@@ -39,27 +41,20 @@ class ElectraForSequenceClassification(nn.Module):
         init_weights(self, cfg.initializer_range)
         _glorot(self.classifier)
 
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.dropout(hidden))
+
+
+class ElectraForSequenceClassification(_LinearHead):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        """Logits [B, num_labels]."""
-        hidden = self.electra(input_ids, token_type_ids, attention_mask)
-        return self.classifier(self.dropout(hidden[:, 0]))
+        """Logits [B, num_labels], from the final [CLS] vector."""
+        return self.logits(self.electra(input_ids, token_type_ids, attention_mask)[:, 0])
 
 
-class ElectraForTokenClassification(nn.Module):
-    def __init__(self, cfg: ModelConfig, num_labels: int):
-        super().__init__()
-        self.config = cfg
-        self.electra = ElectraModel(cfg)
-        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
-        self.classifier = nn.Linear(cfg.hidden_size, num_labels)
-        init_weights(self, cfg.initializer_range)
-        _glorot(self.classifier)
-
+class ElectraForTokenClassification(_LinearHead):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         """Logits [B, T, num_labels]."""
-        return self.classifier(
-            self.dropout(self.electra(input_ids, token_type_ids, attention_mask))
-        )
+        return self.logits(self.electra(input_ids, token_type_ids, attention_mask))
 
 
 class ElectraForQuestionAnswering(nn.Module):

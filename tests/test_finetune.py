@@ -4,6 +4,7 @@ and few-step runs of every task family through the command line, with their outp
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -137,35 +138,14 @@ def test_mnli_reports_both_dev_sets_and_writes_both_submissions(tmp_path, capsys
     for name in ("test_matched", "test_mismatched"):
         write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header[:10], *[r[:10] for r in rows[:4]]])
     out = tmp_path / "ft"
-    code, _, err = run_cli(
-        capsys,
-        "finetune",
-        "--model",
-        tiny_pretrained,
-        "--task",
-        "mnli",
-        "--data",
-        tmp_path / "MNLI",
-        "--out",
-        out,
-        "--epochs",
-        "1",
-        *FAST,
+    code, _, err = finetune_cli(
+        capsys, tiny_pretrained, "mnli", tmp_path / "MNLI", out, "--epochs", "1", *FAST
     )
     assert code == 0, err
     metrics = json.loads((out / "results.json").read_text())["metrics"]
     assert set(metrics) == {"matched_accuracy", "mismatched_accuracy"}
-    code, _, err = run_cli(
-        capsys,
-        "evaluate",
-        "--model",
-        out,
-        "--data",
-        tmp_path / "MNLI",
-        "--split",
-        "test",
-        "--out",
-        tmp_path / "sub",
+    code, _, err = evaluate_cli(
+        capsys, out, tmp_path / "MNLI", "--split", "test", "--out", tmp_path / "sub"
     )
     assert code == 0, err
     for name in ("MNLI-m.tsv", "MNLI-mm.tsv"):
@@ -265,25 +245,21 @@ def test_trim_drops_unused_padding_columns():
 FAST = ["--batch-size", "8", "--no-progress", "--lr", "3e-3"]
 
 
+def evaluate_cli(capsys, model, data, *extra):
+    return run_cli(capsys, "evaluate", "--model", model, "--data", data, *extra)
+
+
+def finetune_cli(capsys, model, task, data, out, *extra):
+    return run_cli(
+        capsys, "finetune", "--model", model, "--task", task, "--data", data, "--out", out, *extra
+    )
+
+
 def test_glue_finetune_learns_writes_results_and_evaluates(tmp_path, capsys, tiny_pretrained):
     data = sst_dir(tmp_path / "sst")
     out = tmp_path / "ft"
-    code, stdout, err = run_cli(
-        capsys,
-        "finetune",
-        "--model",
-        tiny_pretrained,
-        "--task",
-        "sst2",
-        "--data",
-        data,
-        "--out",
-        out,
-        "--epochs",
-        "15",
-        "--seeds",
-        "2",
-        *FAST,
+    code, stdout, err = finetune_cli(
+        capsys, tiny_pretrained, "sst2", data, out, "--epochs", "15", "--seeds", "2", *FAST
     )
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
@@ -305,7 +281,7 @@ def test_glue_finetune_learns_writes_results_and_evaluates(tmp_path, capsys, tin
     # evaluate reloads the best seed and gives the same dev score; test writes GLUE's format
     code, stdout, _ = run_cli(capsys, "evaluate", "--model", out, "--task", "sst2", "--data", data)
     assert code == 0 and f"accuracy: {seed_result['metrics']['accuracy']:.2f}" in stdout
-    code, stdout, _ = run_cli(capsys, "evaluate", "--model", out, "--data", data, "--split", "test")
+    code, stdout, _ = evaluate_cli(capsys, out, data, "--split", "test")
     lines = (best / "eval-test" / "SST-2.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 6
     assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
@@ -331,16 +307,11 @@ def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
     write_tsv(tmp_path / "sts" / "train.tsv", [header, *rows])
     write_tsv(tmp_path / "sts" / "dev.tsv", [header, *rows[:6]])
     out = tmp_path / "ft"
-    code, _, err = run_cli(
+    code, _, err = finetune_cli(
         capsys,
-        "finetune",
-        "--model",
         tiny_pretrained,
-        "--task",
         "stsb",
-        "--data",
         tmp_path / "sts",
-        "--out",
         out,
         "--epochs",
         "1",
@@ -352,16 +323,11 @@ def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
     assert results["examples"]["train"] == 32 and set(results["metrics"]) == {"spearman", "pearson"}
     preds = (out / "seed_0" / "predictions.jsonl").read_text().splitlines()
     assert isinstance(json.loads(preds[0])["prediction"], float)
-    code, _, err = run_cli(
+    code, _, err = finetune_cli(
         capsys,
-        "finetune",
-        "--model",
         tiny_pretrained,
-        "--task",
         "sst2",
-        "--data",
         sst_dir(tmp_path / "s"),
-        "--out",
         tmp_path / "x",
         "--double-unordered",
         *FAST,
@@ -377,20 +343,8 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
     )
     for name in ("train.txt", "valid.txt"):
         (conll / name).write_text("-DOCSTART- -X- -X- O\n\n" + text)
-    code, _, err = run_cli(
-        capsys,
-        "finetune",
-        "--model",
-        tiny_pretrained,
-        "--task",
-        "ner",
-        "--data",
-        conll,
-        "--out",
-        tmp_path / "ner",
-        "--epochs",
-        "8",
-        *FAST,
+    code, _, err = finetune_cli(
+        capsys, tiny_pretrained, "ner", conll, tmp_path / "ner", "--epochs", "8", *FAST
     )
     assert code == 0, err
     results = json.loads((tmp_path / "ner" / "results.json").read_text())
@@ -412,16 +366,11 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
     squad_file(squad / "train-v2.0.json", questions)
     squad_file(squad / "dev-v2.0.json", questions)
     out = tmp_path / "qa"
-    code, _, err = run_cli(
+    code, _, err = finetune_cli(
         capsys,
-        "finetune",
-        "--model",
         tiny_pretrained,
-        "--task",
         "squad2",
-        "--data",
         squad,
-        "--out",
         out,
         "--epochs",
         "1",
@@ -438,18 +387,7 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
     )
     # its dev predictions in the official format, scored by `electra score` as the v2.0 script does
     squad_file(squad / "test-v2.0.json", [{**q, "answers": []} for q in questions])
-    code, _, err = run_cli(
-        capsys,
-        "evaluate",
-        "--model",
-        out,
-        "--data",
-        squad,
-        "--split",
-        "test",
-        "--out",
-        tmp_path / "test",
-    )
+    code, _, err = evaluate_cli(capsys, out, squad, "--split", "test", "--out", tmp_path / "test")
     assert code == 0, err
     submitted = json.loads((tmp_path / "test" / "predictions.json").read_text())
     assert sorted(submitted) == ["q1", "q2", "q3"]
@@ -458,9 +396,7 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
         "q2",
         "q3",
     ]
-    code, _, err = run_cli(
-        capsys, "evaluate", "--model", out, "--data", squad, "--out", tmp_path / "pred"
-    )
+    code, _, err = evaluate_cli(capsys, out, squad, "--out", tmp_path / "pred")
     assert code == 0, err
     rows = [
         json.loads(line)
@@ -488,16 +424,11 @@ def test_pretrained_weights_load_and_random_init_does_not(tmp_path, capsys, tiny
     source = load_file(tiny_pretrained / "model.safetensors")
     for flag, same in (("--no-random-init", True), ("--random-init", False)):
         out = tmp_path / flag
-        code, _, err = run_cli(
+        code, _, err = finetune_cli(
             capsys,
-            "finetune",
-            "--model",
             tiny_pretrained,
-            "--task",
             "sst2",
-            "--data",
             data,
-            "--out",
             out,
             "--epochs",
             "1",
@@ -519,28 +450,16 @@ def test_an_hf_folder_fine_tunes(tmp_path, capsys, task_tokenizer):
     transformers = pytest.importorskip("transformers")
     from electra.tokenizer import save_tokenizer
 
-    cfg = transformers.ElectraConfig(
-        vocab_size=task_tokenizer.get_vocab_size(),
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
+    fields = asdict(tiny_model_config(vocab_size=task_tokenizer.get_vocab_size()))
+    cfg = transformers.ElectraConfig(**fields)
     model = transformers.ElectraForPreTraining(cfg)
     model.save_pretrained(tmp_path / "hf")
     save_tokenizer(task_tokenizer, tmp_path / "hf", lowercase=True)
-    code, _, err = run_cli(
+    code, _, err = finetune_cli(
         capsys,
-        "finetune",
-        "--model",
         tmp_path / "hf",
-        "--task",
         "sst2",
-        "--data",
         sst_dir(tmp_path / "sst"),
-        "--out",
         tmp_path / "ft",
         "--epochs",
         "1",
@@ -559,19 +478,7 @@ def test_an_hf_folder_fine_tunes(tmp_path, capsys, task_tokenizer):
 
 def test_bad_task_files_get_one_line_errors_naming_file_and_line(tmp_path, capsys, tiny_pretrained):
     def finetune(task, data, out="out"):
-        return run_cli(
-            capsys,
-            "finetune",
-            "--model",
-            tiny_pretrained,
-            "--task",
-            task,
-            "--data",
-            data,
-            "--out",
-            tmp_path / out,
-            *FAST,
-        )
+        return finetune_cli(capsys, tiny_pretrained, task, data, tmp_path / out, *FAST)
 
     good = sst_dir(tmp_path / "sst")
     code, _, err = finetune("rte", good)  # an SST-2 folder given as RTE: the header is wrong

@@ -100,6 +100,11 @@ class Task:
         """This task set up from a saved fine-tuned model's head config."""
         return self
 
+    def double_unordered(self, examples: list[Any]) -> list[Any]:
+        raise ElectraError(
+            f"double_unordered applies to MRPC and STS-B, whose pairs are unordered, not {self.name}"
+        )
+
     def write_submission(self, predictions: list[dict], set_name: str, out_dir: Path) -> Path:
         raise ElectraError(f"{self.name} has no test submission format")
 

@@ -225,9 +225,7 @@ class GlueTask(Task):
     def double_unordered(self, examples: list[Example]) -> list[Example]:
         """Adds each pair swapped (the official `double_unordered`, for MRPC and STS-B)."""
         if not self.spec.pairs_symmetric:
-            raise ElectraError(
-                f"double_unordered applies to MRPC and STS-B, whose pairs are unordered, not {self.name}"
-            )
+            return super().double_unordered(examples)
         swapped = [Example(f"{e.id}-swapped", e.text_b, e.text_a, e.label) for e in examples]
         return examples + swapped
 
