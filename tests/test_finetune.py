@@ -72,6 +72,16 @@ def test_glue_readers_give_the_official_row_counts(task):
     assert (dev[0].text_b is not None) == (task not in ("cola", "sst2"))
 
 
+def test_conll_reader_gives_the_official_sentence_counts():
+    root = shared_data("conll2003")
+    t = get_task("conll2003")
+    train = t.read(t.split_files(root, "train")["train"], "train")
+    dev = t.read(t.split_files(root, "dev")["dev"], "dev")
+    assert (len(train), len(dev)) == (14041, 3250)
+    assert train[0].words[:3] == ("EU", "rejects", "German")
+    assert train[0].tags[:3] == ("B-ORG", "O", "B-MISC")
+
+
 def test_qnli_dev_reads_and_its_missing_train_split_is_named():
     root = shared_data("glue", "QNLI")
     t = get_task("qnli")
