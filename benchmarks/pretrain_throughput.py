@@ -83,7 +83,7 @@ def autocast(device, precision):
 def ours(cfg, device):
     objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len).to(device)
     optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
-    params = [p for p in objective.parameters()]
+    params = list(objective.parameters())
     fn = torch.compile(objective) if cfg.train.compile else objective
 
     def step(batch):

@@ -449,7 +449,9 @@ class FinetuneConfig:
             if getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be at least 1 (got {getattr(self, name)})")
         if not 0 <= self.layerwise_lr_decay <= 1:
-            raise ElectraError(f"layerwise_lr_decay={self.layerwise_lr_decay} must be in (0, 1]")
+            raise ElectraError(
+                f"layerwise_lr_decay={self.layerwise_lr_decay} must be in (0, 1], or 0 for the default"
+            )
 
 
 def model_size(model: ModelConfig) -> str:

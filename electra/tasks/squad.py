@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from electra import metrics
+from electra.config import write_json_atomic
 from electra.errors import ElectraError
 from electra.heads import ElectraForQuestionAnswering
 from electra.tasks.base import Encoded, Task, to_tensors
@@ -241,8 +242,6 @@ class SquadTask(Task):
 
     def write_submission(self, predictions, set_name, out_dir) -> Path:
         """The official format: {question id: answer text} (and null scores for 2.0)."""
-        from electra.config import write_json_atomic
-
         path = Path(out_dir) / "predictions.json"
         write_json_atomic(path, {p["id"]: p["prediction"] for p in predictions})
         if self.version != "1.1":
