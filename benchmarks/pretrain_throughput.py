@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from electra.config import generator_config, preset
 from electra.flops import model_flops_per_step
-from electra.objective import build_objective, gumbel_sample, mask_tokens
+from electra.objective import build_objective, mask_tokens
 from electra.optim import build_optimizer, param_groups
 from electra.tokenizer import SpecialIds
 
@@ -75,6 +75,13 @@ def autocast(device, precision):
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def gumbel_sample(logits, temperature):
+    """The peers sample as the official code does (`PH.sample_from_softmax`): Gumbel-max in fp32."""
+    with torch.no_grad():
+        u = torch.rand(logits.shape, device=logits.device)
+        return (logits.float() / temperature - torch.log(-torch.log(u + 1e-9) + 1e-9)).argmax(-1)
 
 
 # --- the three implementations: each returns step(batch) --------------------------------------

@@ -18,6 +18,7 @@ from torch import nn
 
 from electra.config import ModelConfig
 from electra.model import ElectraModel, activation, init_weights
+from electra.ops import Dropout
 
 QA_HIDDEN = 512  # width of the official QA head's hidden layers ("qa_hidden")
 MASKED_LOGIT = -1000.0  # the official code's penalty outside the answer mask
@@ -36,7 +37,7 @@ class _LinearHead(nn.Module):
         super().__init__()
         self.config = cfg
         self.electra = ElectraModel(cfg)
-        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+        self.dropout = Dropout(cfg.hidden_dropout_prob)
         self.classifier = nn.Linear(cfg.hidden_size, num_labels)
         init_weights(self, cfg.initializer_range)
         _glorot(self.classifier)

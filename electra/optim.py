@@ -67,8 +67,9 @@ def build_optimizer(
     betas = (cfg.adam_beta1, cfg.adam_beta2)
     if not cfg.bias_correction:
         return AdamWNoBiasCorrection(groups, lr=cfg.lr, betas=betas, eps=cfg.adam_eps)
-    # torch's AdamW decays decoupled (p *= 1 - lr * wd), which equals the official rule.
-    fused = device.type == "cuda"
+    # torch's AdamW decays decoupled (p *= 1 - lr * wd), which equals the official rule. The fused
+    # kernel (one pass over each tensor) exists for CUDA and CPU.
+    fused = device.type in ("cuda", "cpu")
     return torch.optim.AdamW(
         groups, lr=cfg.lr, betas=betas, eps=cfg.adam_eps, fused=fused, foreach=not fused
     )

@@ -8,7 +8,7 @@ import torch
 from electra.config import ObjectiveConfig
 from electra.objective import (
     build_objective,
-    gumbel_sample,
+    sample_tokens,
     mask_tokens,
     replace_tokens,
     select_positions,
@@ -83,14 +83,17 @@ def test_default_split_is_official_85_15_0(special):
     assert (new == special.mask).float().mean() == pytest.approx(0.85, abs=0.03)
 
 
-def test_gumbel_sampling_is_an_exact_categorical_sample():
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_generator_sampling_is_an_exact_categorical_sample(temperature):
     torch.manual_seed(0)
-    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
-    logits = probs.log().expand(200_000, 4).to(torch.bfloat16)
-    samples = gumbel_sample(logits)
-    assert samples.dtype == torch.int64
-    freq = torch.bincount(samples, minlength=4).float() / samples.numel()
-    assert torch.allclose(freq, probs, atol=0.01)
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
+    logits = probs.log().expand(200_000, 2, 5).to(torch.bfloat16)  # [rows, slots, vocab]
+    samples = sample_tokens(logits, temperature)
+    assert samples.shape == (200_000, 2) and samples.dtype == torch.int64
+    freq = torch.bincount(samples.flatten(), minlength=5).float() / samples.numel()
+    expected = torch.softmax(probs.log() / temperature, -1)
+    assert torch.allclose(freq, expected, atol=0.005)
+    assert freq[4] == 0  # a token of probability zero is never drawn
 
 
 def test_discriminator_loss_sends_no_gradient_into_the_generator(
