@@ -8,9 +8,9 @@ import torch
 from electra.config import ObjectiveConfig
 from electra.objective import (
     build_objective,
-    sample_tokens,
     mask_tokens,
     replace_tokens,
+    sample_tokens,
     select_positions,
 )
 
