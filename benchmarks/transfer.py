@@ -4,7 +4,8 @@ from random initialization on GLUE tasks with the same recipe, and tabulates dev
     python benchmarks/transfer.py --model runs/wiki-tiny --glue ../shared/data/glue --out bench/transfer
 
 Each task runs `--seeds` fine-tunings per initialization (the median is reported, as the paper
-does); `--seeds-large` applies to SST-2, the one large training set. Results accumulate in
+does); `--seeds-large` applies to SST-2, the one large training set. `--epochs` and
+`--epochs-large` shorten the recipe's epochs where the budget is a CPU's. Results accumulate in
 OUT/transfer.json (so `--inits random` and `--inits pretrained` may run at different times) and
 the table is rewritten to OUT/transfer.md; every run's folder (results.json, predictions.jsonl)
 is kept under OUT/runs/.
@@ -33,6 +34,10 @@ def main() -> None:
     p.add_argument("--inits", nargs="+", default=list(INITS), choices=INITS)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--seeds-large", type=int, default=1)
+    p.add_argument(
+        "--epochs", type=int, default=0, help="epochs for every task but SST-2 (0: the recipe's)"
+    )
+    p.add_argument("--epochs-large", type=int, default=0, help="epochs for SST-2 (0: the recipe's)")
     args = p.parse_args()
 
     out = Path(args.out)
@@ -41,8 +46,12 @@ def main() -> None:
     runs = json.loads(store.read_text()) if store.exists() else {}
     for task in args.tasks:
         for init in args.inits:
-            seeds = args.seeds_large if task == "sst2" else args.seeds
-            cfg = FinetuneConfig(seeds=seeds, random_init=init == "random", progress=False)
+            large = task == "sst2"
+            seeds = args.seeds_large if large else args.seeds
+            epochs = args.epochs_large if large else args.epochs
+            cfg = FinetuneConfig(
+                seeds=seeds, epochs=epochs, random_init=init == "random", progress=False
+            )
             start = time.perf_counter()
             results = finetune(
                 args.model,
@@ -57,6 +66,7 @@ def main() -> None:
                 "model": args.model,
                 "metric": metric,
                 "seeds": seeds,
+                "epochs": results["config"]["epochs"],
                 "median": results["metrics"][metric],
                 "spread": results["spread"][metric],
                 "all_metrics": results["metrics"],
@@ -69,8 +79,8 @@ def main() -> None:
 
 def write_table(out: Path, runs: dict) -> None:
     lines = [
-        "| task | metric | seeds | pretrained: median (min–max) | random init: median (min–max) | gain |",
-        "|---|---|---|---|---|---|",
+        "| task | metric | seeds | epochs | pretrained: median (min–max) | random init: median (min–max) | gain |",
+        "|---|---|---|---|---|---|---|",
     ]
     gains = []
     for task in TASKS:
@@ -80,12 +90,12 @@ def write_table(out: Path, runs: dict) -> None:
         cell = lambda r: f"{r['median']:.1f} ({r['spread']['min']:.1f}–{r['spread']['max']:.1f})"  # noqa: E731
         gains.append((pre["median"], rnd["median"]))
         lines.append(
-            f"| {task} | {pre['metric']} | {pre['seeds']} | {cell(pre)} | {cell(rnd)} | "
+            f"| {task} | {pre['metric']} | {pre['seeds']} | {pre.get('epochs', '')} | {cell(pre)} | {cell(rnd)} | "
             f"{pre['median'] - rnd['median']:+.1f} |"
         )
     if gains:
         p, r = (sum(x) / len(gains) for x in zip(*gains, strict=True))
-        lines.append(f"| **mean** | | | **{p:.1f}** | **{r:.1f}** | **{p - r:+.1f}** |")
+        lines.append(f"| **mean** | | | | **{p:.1f}** | **{r:.1f}** | **{p - r:+.1f}** |")
     (out / "transfer.md").write_text("\n".join(lines) + "\n")
 
 
