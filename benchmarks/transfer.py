@@ -88,9 +88,13 @@ def write_table(out: Path, runs: dict) -> None:
         if not (pre and rnd):
             continue
         cell = lambda r: f"{r['median']:.1f} ({r['spread']['min']:.1f}–{r['spread']['max']:.1f})"  # noqa: E731
+        # Arms run at different times could use different epochs: show both, never hide it.
+        epochs = pre.get("epochs", "")
+        if rnd.get("epochs", "") != epochs:
+            epochs = f"{epochs} vs {rnd.get('epochs', '?')}"
         gains.append((pre["median"], rnd["median"]))
         lines.append(
-            f"| {task} | {pre['metric']} | {pre['seeds']} | {pre.get('epochs', '')} | {cell(pre)} | {cell(rnd)} | "
+            f"| {task} | {pre['metric']} | {pre['seeds']} | {epochs} | {cell(pre)} | {cell(rnd)} | "
             f"{pre['median'] - rnd['median']:+.1f} |"
         )
     if gains:
