@@ -138,7 +138,7 @@ def cmd_detect(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     from electra.export import export_hf
 
-    for path in export_hf(args.model, args.out, overwrite=args.overwrite):
+    for path in export_hf(args.model, args.out, overwrite=args.overwrite, step=args.step):
         print(f"{path}: loads with transformers' ElectraFor* and AutoTokenizer.from_pretrained")
 
 
@@ -332,6 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="write Hugging Face model folders")
     ex.add_argument("--model", required=True, help="a run folder, a pair folder or a model folder")
     ex.add_argument("--format", choices=["hf"], default="hf")
+    ex.add_argument(
+        "--step",
+        type=int,
+        help="export the run's checkpoint at this step (RUN/checkpoints/step_N), finished or not",
+    )
     ex.add_argument("--out", required=True)
     ex.add_argument("--overwrite", action="store_true")
     ex.set_defaults(func=cmd_export)

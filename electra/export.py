@@ -10,8 +10,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from electra.config import ModelConfig
+import tokenizers
+from safetensors.torch import load_model
+from torch import nn
+
+from electra.checkpoint import PREFIX, checkpoint_dirs
+from electra.config import ModelConfig, RunConfig
 from electra.errors import ElectraError
+from electra.objective import build_objective
 from electra.pretrained import (
     ROLES,
     is_model_dir,
@@ -19,6 +25,7 @@ from electra.pretrained import (
     resolve_model_dir,
     save_pretrained,
 )
+from electra.tokenizer import load_tokenizer, special_ids
 
 # Activations that `transformers.activations.ACT2FN` implements exactly as we do.
 HF_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
@@ -33,18 +40,46 @@ def check_exportable(cfg: ModelConfig, source: Path) -> None:
         )
 
 
-def export_hf(model_path: str | Path, out: str | Path, overwrite: bool = False) -> list[Path]:
-    """Writes OUT/discriminator, OUT/generator (for a run or pair folder) or OUT (one model)."""
+def checkpoint_models(
+    run_dir: Path, step: int
+) -> tuple[list[tuple[str, nn.Module]], tokenizers.Tokenizer]:
+    """The networks of RUN/checkpoints/step_N by role, and the run's tokenizer: a finished or
+    unfinished run's intermediate weights, as the model folders pretraining would have written."""
+    found = {int(p.name[len(PREFIX) :]): p for p in checkpoint_dirs(run_dir)}
+    if step not in found:
+        have = ", ".join(map(str, found)) or "none"
+        raise ElectraError(f"{run_dir} has no checkpoint at step {step} (it has: {have})")
+    ckpt = found[step]
+    cfg = RunConfig.load(ckpt / "config.json")
+    tokenizer = load_tokenizer(run_dir / "tokenizer")
+    objective = build_objective(cfg.model, cfg.objective, special_ids(tokenizer), cfg.data.seq_len)
+    try:
+        load_model(objective, str(ckpt / "model.safetensors"), strict=True)
+    except (OSError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0]
+        raise ElectraError(f"cannot load {ckpt / 'model.safetensors'}: {first}") from None
+    return list(objective.models().items()), tokenizer
+
+
+def export_hf(
+    model_path: str | Path, out: str | Path, overwrite: bool = False, step: int | None = None
+) -> list[Path]:
+    """Writes OUT/discriminator, OUT/generator (for a run or pair folder) or OUT (one model). With
+    `step`, the networks come from that checkpoint of the run at `model_path`."""
     model_path, out = Path(model_path), Path(out)
-    roles = [r for r in ROLES if is_model_dir(model_path / r)]
-    sources = [(model_path / r, r) for r in roles] or [(resolve_model_dir(model_path), "")]
     if out.exists() and not overwrite:
         raise ElectraError(f"{out} already exists: pass --overwrite or another --out")
+    if step is not None:
+        models, tokenizer = checkpoint_models(model_path, step)
+        sources = [(model_path, role, model, tokenizer) for role, model in models]
+    else:
+        roles = [r for r in ROLES if is_model_dir(model_path / r)]
+        dirs = [(model_path / r, r) for r in roles] or [(resolve_model_dir(model_path), "")]
+        sources = [(src, role, *load_pretrained(src)) for src, role in dirs]
     tmp = out.with_name(f".{out.name}.export-tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        for src, role in sources:
-            model, tokenizer = load_pretrained(src)
+        for src, role, model, tokenizer in sources:
             check_exportable(model.config, src)
             save_pretrained(model, tmp / role if role else tmp, tokenizer)
         if out.exists():
@@ -52,4 +87,4 @@ def export_hf(model_path: str | Path, out: str | Path, overwrite: bool = False) 
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return [out / role if role else out for _, role in sources]
+    return [out / role if role else out for _, role, _, _ in sources]

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from electra.checkpoint import checkpoint_dirs
+from electra.cli import main
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data import prepare
 from electra.detect import detect
@@ -128,6 +129,36 @@ def test_resume_is_bit_for_bit(wikitext_data, tmp_path):
         assert torch.equal(x["exp_avg_sq"], y["exp_avg_sq"])
     # The last logging window (steps 5-6) is the same in both runs.
     assert read_metrics(resumed)[-1]["loss"] == read_metrics(straight)[-1]["loss"]
+
+
+def test_export_of_a_checkpoint(wikitext_data, tmp_path, capsys):
+    """`electra export --step N` writes an unfinished run's weights at step N as model folders."""
+    run = pretrain(tiny_cfg(wikitext_data, **{"train.stop_after": 4}), tmp_path / "run")
+    assert [p.name for p in checkpoint_dirs(run)] == ["step_00000002", "step_00000004"]
+    out = tmp_path / "at2"
+    assert main(["export", "--model", str(run), "--step", "2", "--out", str(out)]) == 0
+    saved = load_file(checkpoint_dirs(run)[0] / "model.safetensors")
+    disc, _ = load_pretrained(out / "discriminator")
+    gen, _ = load_pretrained(out / "generator")
+    for k, v in disc.state_dict().items():
+        assert torch.equal(v, saved["discriminator." + k]), k
+    own = {k: v for k, v in gen.state_dict().items() if "generator." + k in saved}
+    assert "electra.encoder.layer.0.attention.self.query.weight" in own
+    for k, v in own.items():
+        assert torch.equal(v, saved["generator." + k]), k
+    # The checkpoint stores shared tables once; both folders carry them.
+    table = "electra.embeddings.word_embeddings.weight"
+    assert torch.equal(gen.state_dict()[table], saved["discriminator." + table])
+    # Step 2's weights, not the latest checkpoint's.
+    head = "discriminator_predictions.dense.weight"
+    assert not torch.equal(
+        load_file(out / "discriminator" / "model.safetensors")[head],
+        load_file(checkpoint_dirs(run)[1] / "model.safetensors")["discriminator." + head],
+    )
+    capsys.readouterr()
+    assert main(["export", "--model", str(run), "--step", "3", "--out", str(tmp_path / "x")]) == 2
+    assert "no checkpoint at step 3 (it has: 2, 4)" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_bf16_autocast_on_cpu(wikitext_data, tmp_path):
