@@ -86,17 +86,38 @@ def mask_tokens(
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """An exact categorical sample from softmax(logits / T), in fp32, with no gradient.
-
-    Departure from the official code, for speed only: it inverts the CDF (one softmax, one cumsum
-    and one uniform per row) where `PH.sample_from_softmax` takes Gumbel-max (a uniform and two
-    logs per vocabulary entry). Both draw from the same distribution; this costs a quarter of
-    Gumbel-max on CPU. Tokens whose probability underflows to zero are never drawn."""
+    """An exact categorical sample from softmax(logits / T), in fp32, with no gradient."""
     with torch.no_grad():
-        probs = torch.softmax(logits.float() / temperature, dim=-1)
-        cdf = probs.cumsum_(-1)
-        u = torch.rand(cdf.shape[:-1] + (1,), device=cdf.device) * cdf[..., -1:]
-        return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+        return sample_categorical(torch.softmax(logits.float() / temperature, dim=-1))
+
+
+def sample_categorical(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
+    """One draw per row of `probs` [..., V] (rows summing to 1, or to any positive total).
+
+    Departure from the official code, for speed only: it inverts the CDF with one uniform per row
+    where `PH.sample_from_softmax` takes Gumbel-max (a uniform and two logs per vocabulary entry).
+    Both draw from the same distribution. The CDF is taken in two levels, over sums of `block`
+    entries and then within the chosen block, because a full cumsum over the vocabulary is a
+    sequential pass that costs more than the softmax. A token of probability zero is never drawn."""
+    with torch.no_grad():
+        shape, v = probs.shape[:-1], probs.shape[-1]
+        p = probs.reshape(-1, v)
+        full = v // block * block
+        sums = p[:, :full].view(p.shape[0], v // block, block).sum(-1)
+        if full < v:
+            sums = torch.cat([sums, p[:, full:].sum(-1, keepdim=True)], 1)
+        cdf = sums.cumsum(-1)
+        u = torch.rand(p.shape[0], 1, device=p.device, dtype=cdf.dtype) * cdf[:, -1:]
+        j = torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1)
+        start = j * block  # [rows, 1]
+        idx = start + torch.arange(block, device=p.device)
+        inside = p.gather(1, idx.clamp(max=v - 1)).masked_fill_(idx >= v, 0.0).cumsum_(-1)
+        # What is left of u inside block j, kept within [0, the block's mass) against rounding so
+        # that the draw lands on a token of non-zero probability.
+        rest = (u - (cdf.gather(1, j) - sums.gather(1, j))).clamp_(min=0.0)
+        rest = torch.minimum(rest, inside[:, -1:] * (1.0 - 1e-6))
+        k = torch.searchsorted(inside, rest, right=True)
+        return (start + k).clamp_(max=v - 1).view(shape)
 
 
 def replace_tokens(
@@ -110,15 +131,45 @@ def replace_tokens(
     return corrupted, (corrupted != input_ids) & attention_mask.bool()
 
 
+class _MaskedCrossEntropy(torch.autograd.Function):
+    """Σ w·nll / Σ w over rows of fp32 logits [N, V], and softmax(logits) as a second, constant
+    output. The vocabulary-wide work is done once: the backward is (softmax - onehot) · w / Σ w
+    from the same softmax, which the sampler and the accuracy read too. Autograd's own
+    cross-entropy backward zero-fills and rewrites an [N, V] gradient on top of that."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, weights):
+        logp = torch.log_softmax(logits, -1)
+        nll = logp.gather(-1, targets[:, None]).squeeze(-1).neg_()
+        probs = logp.exp_()
+        denom = weights.sum().clamp(min=1.0)
+        ctx.save_for_backward(probs, targets, weights / denom)
+        ctx.mark_non_differentiable(probs)
+        ctx.set_materialize_grads(False)
+        return (nll * weights).sum() / denom, probs
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_probs):
+        probs, targets, scale = ctx.saved_tensors
+        g = (grad_loss * scale)[:, None]
+        grad = probs * g  # not in place: inductor refuses a saved tensor mutated in backward
+        grad.scatter_add_(-1, targets[:, None], -g)
+        return grad, None, None
+
+
 def masked_lm_loss(
     logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean cross-entropy over used slots (Σ w·nll / Σ w) and the accuracy there, both in fp32."""
-    nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
-    denom = weights.sum().clamp(min=1.0)
-    loss = (nll * weights.flatten()).sum() / denom
-    acc = ((logits.argmax(-1) == targets).float() * weights).sum() / denom
-    return loss, acc.detach()
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy over used slots (Σ w·nll / Σ w), the accuracy there (the target has the
+    highest probability), and the softmax [..., V] with no gradient; all in fp32."""
+    v = logits.shape[-1]
+    loss, probs = _MaskedCrossEntropy.apply(
+        logits.float().reshape(-1, v), targets.reshape(-1), weights.reshape(-1).float()
+    )
+    with torch.no_grad():
+        best = probs.gather(-1, targets.reshape(-1, 1)).squeeze(-1) >= probs.amax(-1)
+        acc = (best.float() * weights.reshape(-1)).sum() / weights.sum().clamp(min=1.0)
+    return loss, acc, probs.view(logits.shape)
 
 
 @dataclass
@@ -152,12 +203,13 @@ class Objective(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor,
         attention_mask: torch.Tensor,
-    ) -> tuple[Masked, torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[Masked, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The masking, the logits and softmax at the slots, the loss and the accuracy."""
         vocab = model.config.vocab_size
         m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
         logits = model(m.input_ids, token_type_ids, attention_mask, m.positions)
-        loss, acc = masked_lm_loss(logits, m.targets, m.weights)
-        return m, logits, loss, acc
+        loss, acc, probs = masked_lm_loss(logits, m.targets, m.weights)
+        return m, logits, probs, loss, acc
 
 
 class ReplacedTokenDetection(Objective):
@@ -181,11 +233,14 @@ class ReplacedTokenDetection(Objective):
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
-        m, gen_logits, mlm_loss, mlm_acc = self.masked_lm_step(
+        m, gen_logits, gen_probs, mlm_loss, mlm_acc = self.masked_lm_step(
             self.generator, input_ids, token_type_ids, attention_mask
         )
 
-        sampled = sample_tokens(gen_logits, self.cfg.temperature)
+        if self.cfg.temperature == 1.0:
+            sampled = sample_categorical(gen_probs)  # the softmax the loss already took
+        else:
+            sampled = sample_tokens(gen_logits, self.cfg.temperature)
         corrupted, labels = replace_tokens(input_ids, attention_mask, m, sampled)
         real = attention_mask.bool()
 
@@ -225,7 +280,9 @@ class MaskedLanguageModeling(Objective):
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
-        _, _, loss, acc = self.masked_lm_step(self.mlm, input_ids, token_type_ids, attention_mask)
+        _, _, _, loss, acc = self.masked_lm_step(
+            self.mlm, input_ids, token_type_ids, attention_mask
+        )
         return StepOutput(loss, {"mlm_loss": loss.detach(), "mlm_acc": acc})
 
 

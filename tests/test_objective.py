@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from electra.config import ObjectiveConfig
 from electra.objective import (
     build_objective,
     mask_tokens,
+    masked_lm_loss,
     replace_tokens,
+    sample_categorical,
     sample_tokens,
     select_positions,
 )
@@ -94,6 +97,41 @@ def test_generator_sampling_is_an_exact_categorical_sample(temperature):
     expected = torch.softmax(probs.log() / temperature, -1)
     assert torch.allclose(freq, expected, atol=0.005)
     assert freq[4] == 0  # a token of probability zero is never drawn
+
+
+def test_two_level_sampling_across_blocks():
+    """Blocks of 256 over a vocabulary of 1,000 (a short last block): mass on both sides of block
+    edges, zeros at the edges and at the end, and whole blocks of zero probability."""
+    torch.manual_seed(0)
+    weights = torch.zeros(1000)
+    weights[[0, 254, 257, 300, 511, 512, 768, 998]] = torch.tensor([1, 2, 3, 1, 2, 4, 1, 2.0])
+    weights[600:700] = 0.01
+    probs = weights / weights.sum()
+    samples = sample_categorical(probs.expand(100_000, 1000) * 3.0)  # any positive total
+    freq = torch.bincount(samples, minlength=1000).float() / samples.numel()
+    assert torch.allclose(freq, probs, atol=0.004)
+    assert freq[probs == 0].sum() == 0  # zero-probability tokens are never drawn
+
+
+def test_masked_lm_loss_matches_cross_entropy():
+    """Loss, gradient and accuracy against PyTorch's cross-entropy and argmax, with unused slots."""
+    torch.manual_seed(0)
+    logits = (torch.randn(4, 6, 50) * 3).requires_grad_()
+    targets = torch.randint(0, 50, (4, 6))
+    targets[0, :3] = logits[0, :3].argmax(-1)  # some right answers
+    weights = (torch.rand(4, 6) > 0.3).float()
+    loss, acc, probs = masked_lm_loss(logits, targets, weights)
+    assert torch.allclose(probs, torch.softmax(logits.detach(), -1))
+    loss.backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+    expected = (nll * weights.flatten()).sum() / weights.sum()
+    expected.backward()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert torch.allclose(ours, logits.grad, atol=1e-7)
+    hit = (logits.argmax(-1) == targets).float()
+    assert acc.item() == pytest.approx(((hit * weights).sum() / weights.sum()).item())
 
 
 def test_discriminator_loss_sends_no_gradient_into_the_generator(
