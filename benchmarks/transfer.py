@@ -5,20 +5,22 @@ from random initialization on GLUE tasks with the same recipe, and tabulates dev
 
 Each task runs `--seeds` fine-tunings per initialization (the median is reported, as the paper
 does); `--seeds-large` applies to SST-2, the one large training set. `--epochs` and
-`--epochs-large` shorten the recipe's epochs where the budget is a CPU's. Results accumulate in
-OUT/transfer.json (so `--inits random` and `--inits pretrained` may run at different times) and
-the table is rewritten to OUT/transfer.md; every run's folder (results.json, predictions.jsonl)
-is kept under OUT/runs/.
+`--epochs-large` shorten the recipe's epochs where the budget is a CPU's. Every run's folder
+(results.json, predictions.jsonl, and summary.json for the table) is kept under OUT/runs/, and
+after each run OUT/transfer.json and the table OUT/transfer.md are rebuilt from all of them, so
+`--inits random` and `--inits pretrained` (or disjoint `--tasks`) may run at different times or
+side by side into one OUT.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
-from electra.config import FinetuneConfig
+from electra.config import FinetuneConfig, write_json_atomic
 from electra.finetune import finetune
 
 TASKS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
@@ -42,8 +44,6 @@ def main() -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    store = out / "transfer.json"
-    runs = json.loads(store.read_text()) if store.exists() else {}
     for task in args.tasks:
         for init in args.inits:
             large = task == "sst2"
@@ -53,16 +53,14 @@ def main() -> None:
                 seeds=seeds, epochs=epochs, random_init=init == "random", progress=False
             )
             start = time.perf_counter()
+            run_dir = out / "runs" / f"{task}-{init}"
             results = finetune(
-                args.model,
-                task,
-                Path(args.glue) / TASKS[task],
-                out / "runs" / f"{task}-{init}",
-                cfg,
-                overwrite=True,
+                args.model, task, Path(args.glue) / TASKS[task], run_dir, cfg, overwrite=True
             )
             metric = results["main_metric"]
-            runs[f"{task}/{init}"] = {
+            summary = {
+                "task": task,
+                "init": init,
                 "model": args.model,
                 "metric": metric,
                 "seeds": seeds,
@@ -72,8 +70,15 @@ def main() -> None:
                 "all_metrics": results["metrics"],
                 "minutes": (time.perf_counter() - start) / 60,
             }
+            write_json_atomic(run_dir / "summary.json", summary)
             print(f"{task} {init}: {metric} {results['metrics'][metric]:.2f}", flush=True)
-            store.write_text(json.dumps(runs, indent=2))
+            runs = {
+                f"{r['task']}/{r['init']}": r
+                for r in (
+                    json.loads(f.read_text()) for f in sorted(out.glob("runs/*/summary.json"))
+                )
+            }
+            write_json_atomic(out / "transfer.json", runs)
             write_table(out, runs)
 
 
@@ -100,7 +105,9 @@ def write_table(out: Path, runs: dict) -> None:
     if gains:
         p, r = (sum(x) / len(gains) for x in zip(*gains, strict=True))
         lines.append(f"| **mean** | | | | **{p:.1f}** | **{r:.1f}** | **{p - r:+.1f}** |")
-    (out / "transfer.md").write_text("\n".join(lines) + "\n")
+    tmp = out / f".transfer.md.{os.getpid()}.tmp"
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.rename(out / "transfer.md")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -480,8 +481,9 @@ def resolve_recipe(
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Writes JSON to a temporary file beside `path`, then renames it: readers never see half a file."""
+    """Writes JSON to a temporary file beside `path`, then renames it: readers never see half a file
+    (and two processes writing the same file never share a temporary one)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
