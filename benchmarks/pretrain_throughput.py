@@ -14,7 +14,10 @@ clipping, on the same random token batches, and are timed in alternation in one 
 
 Model FLOPs are counted analytically (`electra.flops.model_flops_per_step`: matmuls only, training as
 3x forward, the vocabulary head at masked positions only) and are the same useful work for all
-three; achieved FLOP/s is divided by this machine's measured matmul peak for the precision.
+three; achieved FLOP/s is divided by this machine's matmul peak for the precision, measured once a
+round between the timed steps (the median), so that drifts in the machine's speed move both alike.
+On CPU all three run with the malloc setting `electra pretrain` applies (`electra.host_memory`), so
+the ratios compare the training code alone; `--default-malloc` leaves malloc as it is.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import torch.nn.functional as F
 
 from electra.config import generator_config, preset
 from electra.flops import model_flops_per_step
+from electra.host_memory import keep_freed_memory
 from electra.objective import build_objective, mask_tokens
 from electra.optim import build_optimizer, param_groups
 from electra.tokenizer import SpecialIds
@@ -200,7 +204,7 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def matmul_peak(device, precision, n=4096, reps=10) -> float:
+def matmul_peak(device, precision, n=4096, reps=5) -> float:
     """FLOP/s of a large square matrix product at this precision: the achievable peak."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a = torch.randn(n, n, device=device, dtype=dtype)
@@ -279,7 +283,15 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--memory-of", help=argparse.SUPPRESS)
     p.add_argument("--json", help="also write the results here")
+    p.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="leave glibc's malloc as it is; otherwise every implementation runs with the setting "
+        "`electra pretrain` uses on CPU (electra.host_memory: freed pages stay in the process)",
+    )
     args = p.parse_args()
+    if torch.device(args.device).type == "cpu" and not args.default_malloc:
+        keep_freed_memory()
     if args.memory_of:
         measure_memory(args, args.memory_of)
         return
@@ -294,13 +306,15 @@ def main() -> None:
     for step in steps.values():
         time_steps(step, data, args.warmup, device)
     times = {name: [] for name in steps}
+    peaks = []
     for _ in range(args.rounds):  # alternate, so drifts in clock or load hit all alike
         for name, step in steps.items():
             times[name].append(time_steps(step, data, args.steps, device))
+        peaks.append(matmul_peak(device, args.precision))  # the yardstick drifts with them
 
     tokens = cfg.train.batch_size * cfg.data.seq_len
     flops = model_flops_per_step(cfg)
-    peak = matmul_peak(device, args.precision)
+    peak = statistics.median(peaks)
     threads = torch.get_num_threads()
     machine = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU, {threads} threads"
     results = {
@@ -309,6 +323,7 @@ def main() -> None:
         "seq_len": args.seq_len,
         "precision": args.precision,
         "compile": args.compile,
+        "malloc": "default" if args.default_malloc else "keep freed memory",
         "device": machine,
         "model_flops_per_step": flops,
         "matmul_peak_flops": peak,

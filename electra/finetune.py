@@ -27,6 +27,7 @@ from tqdm import tqdm
 from electra.config import FinetuneConfig, ModelConfig, resolve_recipe, write_json_atomic
 from electra.errors import ElectraError
 from electra.heads import HEADS
+from electra.host_memory import keep_freed_memory
 from electra.optim import build_optimizer, learning_rate, set_learning_rate
 from electra.pretrained import (
     load_pretrained,
@@ -309,6 +310,8 @@ def finetune(
         model_cfg, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout
     )
     device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        keep_freed_memory()
 
     train = task.read(task.split_files(data_dir, "train")["train"], "train")
     if cfg.double_unordered:

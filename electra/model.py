@@ -65,9 +65,7 @@ class ElectraSelfAttention(nn.Module):
         weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
         bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
         qkv = F.linear(x, weight, bias).view(b, t, 3, self.num_heads, h // self.num_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each [B, heads, T, head size]
-        out = attention(q, k, v, mask, self.dropout_p if self.training else 0.0)
-        return out.transpose(1, 2).reshape(b, t, h)
+        return attention(qkv, mask, self.dropout_p if self.training else 0.0)
 
 
 class ElectraResidualOutput(nn.Module):

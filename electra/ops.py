@@ -7,7 +7,8 @@ each 64-bit word of the same generator, which is about 6x cheaper, and keeps an 
 16 bits clear a threshold: the drop rate is round(p * 65536) / 65536 (p = 0.1 gives 0.1000061).
 The kept/dropped mask is saved for backward in the activations' dtype rather than as booleans.
 SDPA with dropout on CPU falls back to an unfused path anyway, so attention with dropout in
-training is written out with that dropout; everything else (GPU, eval, p = 0) uses the stock ops.
+training is written out with that dropout, one head at a time to spare the head-layout copies;
+everything else (GPU, eval, p = 0) uses SDPA.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ def keep_mask(x: torch.Tensor, p: float) -> torch.Tensor:
     multiplying by a float mask is several times cheaper on CPU than `where` on a boolean one."""
     n = x.numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device)
-    words.random_(-(2**63), 2**63 - 1)  # the full signed range: every 16-bit chunk is uniform
+    # The full signed range: every 16-bit chunk is uniform. An open upper end takes the generator's
+    # 64 bits as they are, where an explicit bound costs a modulo per word.
+    words.random_(-(2**63), None)
     chunks = words.view(torch.int16)[:n].view(x.shape)
     return torch.ge(chunks, round(p * 65536) - 32768, out=torch.empty_like(x))
 
@@ -50,19 +53,29 @@ class Dropout(nn.Module):
         return f"p={self.p}"
 
 
-def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
-) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d), masked) dropped out, times v. `mask` is boolean, True where a key
-    may be attended to, broadcastable to [B, heads, Tq, Tk]."""
-    if dropout_p == 0.0 or q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)
-    if mask is not None:
-        # An additive bias, in place (the product's backward needs only q and k): a broadcast add
-        # is cheaper than masked_fill over [B, heads, T, T].
-        bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
-        scores.add_(bias.masked_fill_(~mask, float("-inf")))
-    probs = scores.softmax(-1)
-    # Scaling v by 1 / (1 - p) rather than the probabilities: T / d times fewer multiplications.
-    return (probs * keep_mask(probs, dropout_p)) @ (v * (1.0 / (1.0 - dropout_p)))
+def attention(qkv: torch.Tensor, mask: torch.Tensor | None, dropout_p: float) -> torch.Tensor:
+    """Multi-head attention from the fused projection `qkv` [B, T, 3, heads, d] to [B, T, heads * d]:
+    softmax(q k^T / sqrt(d), masked), dropped out, times v. `mask` is boolean, True where a key may
+    be attended to, shaped [B, 1, 1 or T, T] (the same for every head)."""
+    b, t, _, heads, d = qkv.shape
+    if dropout_p == 0.0 or qkv.device.type != "cpu":
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each [B, heads, T, d]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return out.transpose(1, 2).reshape(b, t, heads * d)
+    # One head at a time: a head's q, k and v are strided [B, T, d] views of the projection that bmm
+    # reads in place, where a [B, heads, T, d] batch needs a copy of each. The 1/sqrt(d) and
+    # 1/(1 - p) scales ride on the products (baddbmm's alpha) instead of passes over memory.
+    parts = qkv.view(b, t, 3 * heads, d).unbind(2)
+    if mask is None:
+        bias = qkv.new_zeros(1, 1, 1)
+    else:  # additive, broadcast by baddbmm: cheaper than masked_fill over every [B, T, T] score
+        bias = torch.zeros(mask.shape, dtype=qkv.dtype, device=qkv.device)
+        bias = bias.masked_fill_(~mask, float("-inf")).squeeze(1)
+    nothing = qkv.new_zeros(())
+    outs = []
+    for i in range(heads):
+        q, k, v = parts[i], parts[heads + i], parts[2 * heads + i]
+        probs = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=d**-0.5).softmax(-1)
+        dropped = probs * keep_mask(probs, dropout_p)
+        outs.append(torch.baddbmm(nothing, dropped, v, beta=0, alpha=1.0 / (1.0 - dropout_p)))
+    return torch.cat(outs, -1)

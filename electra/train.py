@@ -25,6 +25,7 @@ from electra.config import RunConfig, generator_config, with_architecture_of
 from electra.data import BatchStream, PretrainingData
 from electra.errors import ElectraError
 from electra.flops import official_train_flops
+from electra.host_memory import keep_freed_memory
 from electra.model import count_parameters, format_count
 from electra.objective import StepOutput, build_objective
 from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
@@ -201,6 +202,8 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         cfg = configure_from_pair(cfg, data)
     cfg = fit_config_to_data(cfg, data, keep_vocab=resume or init_from_pair)
 
+    if device.type == "cpu":
+        keep_freed_memory()
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
     optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)

@@ -39,19 +39,37 @@ def test_dropout_is_the_identity_in_eval_or_at_zero():
 def test_attention_with_dropout_drops_probabilities_of_the_masked_softmax():
     torch.manual_seed(2)
     b, h, t, d = 2, 3, 5, 4
-    q, k, v = (torch.randn(b, h, t, d) for _ in range(3))
+    qkv = torch.randn(b, t, 3, h, d)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, T, d]
     mask = torch.ones(b, 1, 1, t, dtype=torch.bool)
     mask[1, ..., 3:] = False  # the second row has two padding keys
     torch.manual_seed(3)
-    out = attention(q, k, v, mask, 0.5)
-    torch.manual_seed(3)
-    keep = keep_mask(torch.empty(b, h, t, t), 0.5)
+    out = attention(qkv, mask, 0.5)
+    assert out.shape == (b, t, h * d)
+    torch.manual_seed(3)  # the heads draw their masks in order, each [B, T, T]
+    keep = torch.stack([keep_mask(torch.empty(b, t, t), 0.5) for _ in range(h)], 1)
     scores = (q @ k.transpose(-1, -2) / d**0.5).masked_fill(~mask, float("-inf"))
-    expected = (scores.softmax(-1) * keep * 2.0) @ v
+    expected = ((scores.softmax(-1) * keep * 2.0) @ v).transpose(1, 2).reshape(b, t, h * d)
     assert torch.allclose(out, expected, atol=1e-6)
+    # the gradient reaches q, k and v through every head
+    qkv.requires_grad_(True)
+    torch.manual_seed(3)
+    attention(qkv, mask, 0.5).pow(2).sum().backward()
+    ref = qkv.detach().clone().requires_grad_(True)
+    rq, rk, rv = ref.permute(2, 0, 3, 1, 4).unbind(0)
+    rs = (rq @ rk.transpose(-1, -2) / d**0.5).masked_fill(~mask, float("-inf"))
+    ((rs.softmax(-1) * keep * 2.0) @ rv).pow(2).sum().backward()
+    assert torch.allclose(qkv.grad, ref.grad, atol=1e-5)
     # without dropout it is SDPA, and padding keys never contribute
-    plain = attention(q, k, v, mask, 0.0)
-    assert torch.allclose(plain, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-    v2 = v.clone()
-    v2[1, :, 3:] = 100.0
-    assert torch.allclose(attention(q, k, v2, mask, 0.0), plain, atol=1e-5)
+    plain = attention(qkv.detach(), mask, 0.0)
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(plain, sdpa.transpose(1, 2).reshape(b, t, h * d))
+    qkv2 = qkv.detach().clone()
+    qkv2[1, 3:, 2] = 100.0  # the padding keys' values
+    assert torch.allclose(attention(qkv2, mask, 0.0), plain, atol=1e-5)
+    torch.manual_seed(3)
+    assert torch.allclose(attention(qkv2, mask, 0.5), out, atol=1e-5)  # with dropout too
+    torch.manual_seed(3)
+    no_mask = attention(qkv.detach(), None, 0.5)
+    torch.manual_seed(3)
+    assert torch.allclose(no_mask, attention(qkv.detach(), torch.ones_like(mask), 0.5))
