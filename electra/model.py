@@ -9,11 +9,10 @@ dict of `ElectraForPreTraining` / `ElectraForMaskedLM` here has the keys of thei
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig
-from electra.ops import Dropout, attention
+from electra.ops import Dropout, self_attention
 
 _ACTIVATIONS = {
     "gelu": nn.GELU,
@@ -59,13 +58,14 @@ class ElectraSelfAttention(nn.Module):
         self.dropout_p = cfg.attention_probs_dropout_prob
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        b, t, h = x.shape
-        # One product for q, k and v (the weights keep HF's three names): a wider matrix runs
-        # nearer the machine's peak than three narrow ones.
-        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
-        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-        qkv = F.linear(x, weight, bias).view(b, t, 3, self.num_heads, h // self.num_heads)
-        return attention(qkv, mask, self.dropout_p if self.training else 0.0)
+        return self_attention(
+            x,
+            (self.query.weight, self.key.weight, self.value.weight),
+            (self.query.bias, self.key.bias, self.value.bias),
+            self.num_heads,
+            mask,
+            self.dropout_p if self.training else 0.0,
+        )
 
 
 class ElectraResidualOutput(nn.Module):

@@ -64,29 +64,42 @@ class Dropout(nn.Module):
         return f"p={self.p}"
 
 
-def attention(qkv: torch.Tensor, mask: torch.Tensor | None, dropout_p: float) -> torch.Tensor:
-    """Multi-head attention from the fused projection `qkv` [B, T, 3, heads, d] to [B, T, heads * d]:
-    softmax(q k^T / sqrt(d), masked), dropped out, times v. `mask` is boolean, True where a key may
-    be attended to, shaped [B, 1, 1 or T, T] (the same for every head)."""
-    b, t, _, heads, d = qkv.shape
-    if dropout_p == 0.0 or qkv.device.type != "cpu":
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each [B, heads, T, d]
+def self_attention(
+    x: torch.Tensor,
+    weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    biases: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    heads: int,
+    mask: torch.Tensor | None,
+    dropout_p: float,
+) -> torch.Tensor:
+    """Multi-head self-attention of x [B, T, H] to [B, T, H]: q, k and v projected by `weights` and
+    `biases` (HF's query, key and value layers) in one product, then softmax(q k^T / sqrt(d),
+    masked), dropped out, times v. `mask` is boolean, True where a key may be attended to, shaped
+    [B, 1, 1 or T, T] (the same for every head)."""
+    b, t, h = x.shape
+    d = h // heads
+    # One product for q, k and v: a wider matrix runs nearer the machine's peak than three.
+    (wq, wk, wv), (bq, bk, bv) = weights, biases
+    if dropout_p == 0.0 or x.device.type != "cpu":
+        qkv = F.linear(x, torch.cat([wq, wk, wv]), torch.cat([bq, bk, bv]))
+        q, k, v = qkv.view(b, t, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, T, d]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        return out.transpose(1, 2).reshape(b, t, heads * d)
+        return out.transpose(1, 2).reshape(b, t, h)
+    # The 1/sqrt(d) and 1/(1 - p) scales go into the q and v projections ([H, H] products), so
+    # that no [B, T, T] product or gradient needs a pass of its own for them.
+    sq, sv = d**-0.5, 1.0 / (1.0 - dropout_p)
+    qkv = F.linear(x, torch.cat([wq * sq, wk, wv * sv]), torch.cat([bq * sq, bk, bv * sv]))
     # One head at a time: a head's q, k and v are strided [B, T, d] views of the projection that bmm
-    # reads in place, where a [B, heads, T, d] batch needs a copy of each. The 1/sqrt(d) and
-    # 1/(1 - p) scales ride on the products (baddbmm's alpha) instead of passes over memory.
+    # reads in place, where a [B, heads, T, d] batch needs a copy of each.
     parts = qkv.view(b, t, 3 * heads, d).unbind(2)
     if mask is None:
         bias = qkv.new_zeros(1, 1, 1)
     else:  # additive, broadcast by baddbmm: cheaper than masked_fill over every [B, T, T] score
         bias = torch.zeros(mask.shape, dtype=qkv.dtype, device=qkv.device)
         bias = bias.masked_fill_(~mask, float("-inf")).squeeze(1)
-    nothing = qkv.new_zeros(())
     outs = []
     for i in range(heads):
         q, k, v = parts[i], parts[heads + i], parts[2 * heads + i]
-        probs = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=d**-0.5).softmax(-1)
-        dropped = probs * keep_mask(probs, dropout_p)
-        outs.append(torch.baddbmm(nothing, dropped, v, beta=0, alpha=1.0 / (1.0 - dropout_p)))
+        probs = torch.baddbmm(bias, q, k.transpose(1, 2)).softmax(-1)
+        outs.append(torch.bmm(probs * keep_mask(probs, dropout_p), v))
     return torch.cat(outs, -1)

@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.ops import Dropout, attention, dropout, keep_mask
+from electra.ops import Dropout, dropout, keep_mask, self_attention
 
 
 def test_keep_mask_drops_at_the_quantised_rate():
@@ -36,40 +36,56 @@ def test_dropout_is_the_identity_in_eval_or_at_zero():
     assert dropout(x, 0.0, training=True) is x
 
 
-def test_attention_with_dropout_drops_probabilities_of_the_masked_softmax():
+def reference_attention(x, weights, biases, heads, mask, keep, p):
+    """Textbook multi-head attention with a given keep mask [B, heads, T, T]."""
+    b, t, h = x.shape
+    q, k, v = (
+        F.linear(x, w, bias).view(b, t, heads, -1).transpose(1, 2)
+        for w, bias in zip(weights, biases, strict=True)
+    )
+    scores = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf"))
+    return ((scores.softmax(-1) * keep / (1 - p)) @ v).transpose(1, 2).reshape(b, t, h)
+
+
+def test_self_attention_with_dropout_drops_probabilities_of_the_masked_softmax():
     torch.manual_seed(2)
-    b, h, t, d = 2, 3, 5, 4
-    qkv = torch.randn(b, t, 3, h, d)
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, T, d]
+    b, heads, t, h = 2, 3, 5, 12
+    x = torch.randn(b, t, h, requires_grad=True)
+    weights = tuple(torch.randn(h, h, requires_grad=True) for _ in range(3))
+    biases = tuple(torch.randn(h, requires_grad=True) for _ in range(3))
     mask = torch.ones(b, 1, 1, t, dtype=torch.bool)
     mask[1, ..., 3:] = False  # the second row has two padding keys
     torch.manual_seed(3)
-    out = attention(qkv, mask, 0.5)
-    assert out.shape == (b, t, h * d)
+    out = self_attention(x, weights, biases, heads, mask, 0.5)
+    assert out.shape == (b, t, h)
     torch.manual_seed(3)  # the heads draw their masks in order, each [B, T, T]
-    keep = torch.stack([keep_mask(torch.empty(b, t, t), 0.5) for _ in range(h)], 1)
-    scores = (q @ k.transpose(-1, -2) / d**0.5).masked_fill(~mask, float("-inf"))
-    expected = ((scores.softmax(-1) * keep * 2.0) @ v).transpose(1, 2).reshape(b, t, h * d)
-    assert torch.allclose(out, expected, atol=1e-6)
-    # the gradient reaches q, k and v through every head
-    qkv.requires_grad_(True)
-    torch.manual_seed(3)
-    attention(qkv, mask, 0.5).pow(2).sum().backward()
-    ref = qkv.detach().clone().requires_grad_(True)
-    rq, rk, rv = ref.permute(2, 0, 3, 1, 4).unbind(0)
-    rs = (rq @ rk.transpose(-1, -2) / d**0.5).masked_fill(~mask, float("-inf"))
-    ((rs.softmax(-1) * keep * 2.0) @ rv).pow(2).sum().backward()
-    assert torch.allclose(qkv.grad, ref.grad, atol=1e-5)
+    keep = torch.stack([keep_mask(torch.empty(b, t, t), 0.5) for _ in range(heads)], 1)
+    expected = reference_attention(x, weights, biases, heads, mask, keep, 0.5)
+    assert torch.allclose(out, expected, atol=1e-5)
+    # the gradients (with the scales folded into the projection) match the textbook ones
+    inputs = (x, *weights, *biases)
+    got = torch.autograd.grad(out.pow(2).sum(), inputs)
+    want = torch.autograd.grad(expected.pow(2).sum(), inputs)
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w, rtol=1e-4, atol=1e-4)
     # without dropout it is SDPA, and padding keys never contribute
-    plain = attention(qkv.detach(), mask, 0.0)
-    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    assert torch.allclose(plain, sdpa.transpose(1, 2).reshape(b, t, h * d))
-    qkv2 = qkv.detach().clone()
-    qkv2[1, 3:, 2] = 100.0  # the padding keys' values
-    assert torch.allclose(attention(qkv2, mask, 0.0), plain, atol=1e-5)
+    plain = self_attention(x, weights, biases, heads, mask, 0.0)
+    ones = torch.ones(b, heads, t, t)
+    assert torch.allclose(
+        plain, reference_attention(x, weights, biases, heads, mask, ones, 0.0), atol=1e-5
+    )
+    x2 = x.detach().clone()
+    x2[1, 3:] = 100.0  # the padding positions' inputs: their keys and values
+    assert torch.allclose(
+        self_attention(x2, weights, biases, heads, mask, 0.0)[1, :3], plain[1, :3], atol=1e-4
+    )
     torch.manual_seed(3)
-    assert torch.allclose(attention(qkv2, mask, 0.5), out, atol=1e-5)  # with dropout too
+    assert torch.allclose(
+        self_attention(x2, weights, biases, heads, mask, 0.5)[1, :3], out[1, :3], atol=1e-4
+    )
     torch.manual_seed(3)
-    no_mask = attention(qkv.detach(), None, 0.5)
+    no_mask = self_attention(x, weights, biases, heads, None, 0.5)
     torch.manual_seed(3)
-    assert torch.allclose(no_mask, attention(qkv.detach(), torch.ones_like(mask), 0.5))
+    assert torch.allclose(
+        no_mask, self_attention(x, weights, biases, heads, torch.ones_like(mask), 0.5)
+    )
