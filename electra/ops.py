@@ -7,8 +7,8 @@ each random 64-bit word, which is about 8x cheaper, and keeps an element when it
 threshold: the drop rate is round(p * 65536) / 65536 (p = 0.1 gives 0.1000061).
 The kept/dropped mask is saved for backward in the activations' dtype rather than as booleans.
 SDPA with dropout on CPU falls back to an unfused path anyway, so attention with dropout in
-training is written out with that dropout, one head at a time to spare the head-layout copies;
-everything else (GPU, eval, p = 0) uses SDPA.
+training is written out with that dropout, one head at a time to spare the head-layout copies.
+On GPU, under torch.compile, in eval and at p = 0 the stock dropout and SDPA run instead.
 """
 
 from __future__ import annotations
@@ -42,10 +42,16 @@ def keep_mask(x: torch.Tensor, p: float) -> torch.Tensor:
     return torch.ge(chunks, round(p * 65536) - 32768, out=torch.empty_like(x))
 
 
+def stock_ops(device: torch.device) -> bool:
+    """Whether the stock dropout and SDPA serve best: on GPU their kernels are fused, and under
+    torch.compile inductor fuses them (and cannot trace the random draws here)."""
+    return device.type != "cpu" or torch.compiler.is_compiling()
+
+
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if stock_ops(x.device):
         return F.dropout(x, p, True)
     return x * keep_mask(x, p).mul_(1.0 / (1.0 - p))
 
@@ -80,7 +86,7 @@ def self_attention(
     d = h // heads
     # One product for q, k and v: a wider matrix runs nearer the machine's peak than three.
     (wq, wk, wv), (bq, bk, bv) = weights, biases
-    if dropout_p == 0.0 or x.device.type != "cpu":
+    if dropout_p == 0.0 or stock_ops(x.device):
         qkv = F.linear(x, torch.cat([wq, wk, wv]), torch.cat([bq, bk, bv]))
         q, k, v = qkv.view(b, t, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, T, d]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)

@@ -89,3 +89,19 @@ def test_self_attention_with_dropout_drops_probabilities_of_the_masked_softmax()
     assert torch.allclose(
         no_mask, self_attention(x, weights, biases, heads, torch.ones_like(mask), 0.5)
     )
+
+
+def test_under_compile_dropout_and_attention_trace_into_one_graph():
+    # numpy's generator and random_ with bounds break a graph: compiled code takes the stock ops
+    torch.manual_seed(4)
+    b, heads, t, h = 2, 3, 5, 12
+    weights = tuple(torch.randn(h, h) for _ in range(3))
+    biases = tuple(torch.randn(h) for _ in range(3))
+    mask = torch.ones(b, 1, 1, t, dtype=torch.bool)
+
+    def layer(x):
+        return dropout(self_attention(x, weights, biases, heads, mask, 0.1), 0.5, True)
+
+    y = torch.compile(layer, fullgraph=True)(torch.randn(b, t, h))
+    assert y.shape == (b, t, h)
+    assert 0.3 < (y == 0).float().mean() < 0.7
