@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
-from electra.config import FinetuneConfig, write_json_atomic
+from electra.config import FinetuneConfig, write_json_atomic, write_text_atomic
 from electra.finetune import finetune
 
 TASKS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
@@ -105,9 +104,7 @@ def write_table(out: Path, runs: dict) -> None:
     if gains:
         p, r = (sum(x) / len(gains) for x in zip(*gains, strict=True))
         lines.append(f"| **mean** | | | | **{p:.1f}** | **{r:.1f}** | **{p - r:+.1f}** |")
-    tmp = out / f".transfer.md.{os.getpid()}.tmp"
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.rename(out / "transfer.md")
+    write_text_atomic(out / "transfer.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -480,10 +480,14 @@ def resolve_recipe(
     )
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Writes JSON to a temporary file beside `path`, then renames it: readers never see half a file
+def write_text_atomic(path: Path, text: str) -> None:
+    """Writes text to a temporary file beside `path`, then renames it: readers never see half a file
     (and two processes writing the same file never share a temporary one)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")

@@ -8,7 +8,6 @@ and columns are found by header name, except in CoLA's headerless train/dev file
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from electra import metrics
-from electra.config import ModelConfig
+from electra.config import ModelConfig, write_text_atomic
 from electra.errors import ElectraError
 from electra.heads import ElectraForSequenceClassification
 from electra.tasks.base import Encoded, Task, pack, to_tensors, token_ids
@@ -299,7 +298,5 @@ class GlueTask(Task):
             if self.regression:
                 value = f"{min(5.0, max(0.0, value)):.3f}"
             lines.append(f"{p['id']}\t{value}")
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(path, "\n".join(lines) + "\n")
         return path
