@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from electra.config import ModelConfig
-from electra.ops import Dropout, self_attention
+from electra.ops import Dropout, Linear, self_attention
 
 _ACTIVATIONS = {
     "gelu": nn.GELU,
@@ -52,9 +52,9 @@ class ElectraSelfAttention(nn.Module):
         super().__init__()
         h = cfg.hidden_size
         self.num_heads = cfg.num_attention_heads
-        self.query = nn.Linear(h, h)
-        self.key = nn.Linear(h, h)
-        self.value = nn.Linear(h, h)
+        self.query = Linear(h, h)
+        self.key = Linear(h, h)
+        self.value = Linear(h, h)
         self.dropout_p = cfg.attention_probs_dropout_prob
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -74,7 +74,7 @@ class ElectraResidualOutput(nn.Module):
 
     def __init__(self, cfg: ModelConfig, in_features: int):
         super().__init__()
-        self.dense = nn.Linear(in_features, cfg.hidden_size)
+        self.dense = Linear(in_features, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = Dropout(cfg.hidden_dropout_prob)
 
@@ -95,7 +95,7 @@ class ElectraAttention(nn.Module):
 class ElectraIntermediate(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.dense = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.dense = Linear(cfg.hidden_size, cfg.intermediate_size)
         self.intermediate_act_fn = activation(cfg.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -134,7 +134,7 @@ class ElectraModel(nn.Module):
         # Passing another model's embeddings shares them: the same module, the same parameters.
         self.embeddings = embeddings if embeddings is not None else ElectraEmbeddings(cfg)
         if cfg.embedding_size != cfg.hidden_size:
-            self.embeddings_project = nn.Linear(cfg.embedding_size, cfg.hidden_size)
+            self.embeddings_project = Linear(cfg.embedding_size, cfg.hidden_size)
         self.encoder = ElectraEncoder(cfg)
 
     def forward(
@@ -156,9 +156,9 @@ class ElectraModel(nn.Module):
 class ElectraDiscriminatorPredictions(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.dense = Linear(cfg.hidden_size, cfg.hidden_size)
         self.activation = activation(cfg.hidden_act)
-        self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
+        self.dense_prediction = Linear(cfg.hidden_size, 1)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.dense_prediction(self.activation(self.dense(hidden))).squeeze(-1)
@@ -192,7 +192,7 @@ class ElectraGeneratorPredictions(nn.Module):
         super().__init__()
         self.activation = activation("gelu")
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
-        self.dense = nn.Linear(cfg.hidden_size, cfg.embedding_size)
+        self.dense = Linear(cfg.hidden_size, cfg.embedding_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.activation(self.dense(hidden)))
@@ -206,7 +206,7 @@ class ElectraForMaskedLM(nn.Module):
         self.config = cfg
         self.electra = ElectraModel(cfg, embeddings)
         self.generator_predictions = ElectraGeneratorPredictions(cfg)
-        self.generator_lm_head = nn.Linear(cfg.embedding_size, cfg.vocab_size)
+        self.generator_lm_head = Linear(cfg.embedding_size, cfg.vocab_size)
         init_weights(self, cfg.initializer_range, skip=embeddings)
         self.generator_lm_head.weight = self.electra.embeddings.word_embeddings.weight
 

@@ -1,4 +1,12 @@
-"""The model's hot-path ops where the stock kernel is slow on CPU: dropout and attention.
+"""The model's hot-path ops where the stock kernel is slow on CPU: linear layers, dropout, attention.
+
+Linear layers: torch's fp32 products on CPU go to MKL's sgemm, which on CPUs not made by Intel takes
+a slow code path: on an AMD EPYC with AVX-512 it runs a 4096² product at 0.19 TFLOP/s where oneDNN,
+also inside torch, runs it at 0.40 (benchmarks/RESULTS.md). There `Linear` and `linear` run the
+forward and the input gradient through oneDNN's linear (its bias added in the same pass, where
+`addmm` first copies the bias into the output) and the weight gradient through oneDNN in whichever
+orientation runs faster. On Intel CPUs, on GPU, in bf16 autocast (already oneDNN) and under
+torch.compile the stock `F.linear` runs. `ELECTRA_CPU_LINEAR=onednn` or `=stock` overrides the choice.
 
 On CPU, drawing the random numbers costs more than the dropout itself: `bernoulli_` spends about
 10 ns per element, and a pretraining step of the `small` preset draws some 60M (attention
@@ -13,10 +21,91 @@ On GPU, under torch.compile, in eval and at p = 0 the stock dropout and SDPA run
 
 from __future__ import annotations
 
+import os
+import platform
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+def _cpu_vendor() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(
+                (line.split(":")[1].strip() for line in f if line.startswith("vendor_id")), ""
+            )
+    except OSError:
+        return ""
+
+
+def _onednn_linear_default() -> bool:
+    """oneDNN for fp32 linear layers on CPU where torch's products would take MKL's slow path on a
+    CPU not made by Intel; `ELECTRA_CPU_LINEAR` (onednn, stock or auto) overrides."""
+    choice = os.environ.get("ELECTRA_CPU_LINEAR", "auto")
+    if choice not in ("auto", "onednn", "stock"):
+        raise ValueError(f"ELECTRA_CPU_LINEAR={choice!r}: use auto, onednn or stock")
+    if choice != "auto" or not torch.backends.mkldnn.is_available():
+        return choice == "onednn" and torch.backends.mkldnn.is_available()
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    return x86 and torch.backends.mkl.is_available() and _cpu_vendor() not in ("", "GenuineIntel")
+
+
+ONEDNN_LINEAR = _onednn_linear_default()
+
+
+def onednn_mm(a: torch.Tensor, b_t: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """a @ b_t.T (+ bias) by oneDNN's linear: a [..., K], b_t [N, K]."""
+    return torch.ops.mkldnn._linear_pointwise(a, b_t, bias, "none", [], "")
+
+
+class _OneDnnLinear(torch.autograd.Function):
+    """F.linear with oneDNN's products forward and backward (fp32, CPU)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return onednn_mm(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.shape[-1])
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = onednn_mm(g, weight.t()).view(x.shape)
+        if ctx.needs_input_grad[1]:
+            x2 = x.reshape(-1, x.shape[-1])
+            # oneDNN runs this long-contraction product at up to twice the speed when the larger
+            # of the two weight dimensions is its output's column dimension (measured, RESULTS.md).
+            if weight.shape[0] >= weight.shape[1]:
+                grad_w = onednn_mm(x2.t(), g.t()).t()
+            else:
+                grad_w = onednn_mm(g.t(), x2.t())
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = g.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear`, through oneDNN where that is faster (see the module's docstring)."""
+    if (
+        ONEDNN_LINEAR
+        and x.dtype == torch.float32
+        and not stock_ops(x.device)
+        and not torch.is_autocast_enabled("cpu")
+    ):
+        return _OneDnnLinear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """`nn.Linear` (the same parameters and names) whose product is `linear` above."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
 
 
 def random_int16(n: int) -> torch.Tensor:
@@ -81,14 +170,14 @@ def self_attention(
     # One product for q, k and v: a wider matrix runs nearer the machine's peak than three.
     (wq, wk, wv), (bq, bk, bv) = weights, biases
     if dropout_p == 0.0 or stock_ops(x.device):
-        qkv = F.linear(x, torch.cat([wq, wk, wv]), torch.cat([bq, bk, bv]))
+        qkv = linear(x, torch.cat([wq, wk, wv]), torch.cat([bq, bk, bv]))
         q, k, v = qkv.view(b, t, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, T, d]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return out.transpose(1, 2).reshape(b, t, h)
     # The 1/sqrt(d) and 1/(1 - p) scales go into the q and v projections ([H, H] products), so
     # that no [B, T, T] product or gradient needs a pass of its own for them.
     sq, sv = d**-0.5, 1.0 / (1.0 - dropout_p)
-    qkv = F.linear(x, torch.cat([wq * sq, wk, wv * sv]), torch.cat([bq * sq, bk, bv * sv]))
+    qkv = linear(x, torch.cat([wq * sq, wk, wv * sv]), torch.cat([bq * sq, bk, bv * sv]))
     # One head at a time: a head's q, k and v are strided [B, T, d] views of the projection that bmm
     # reads in place, where a [B, heads, T, d] batch needs a copy of each.
     parts = qkv.view(b, t, 3 * heads, d).unbind(2)

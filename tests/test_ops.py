@@ -2,7 +2,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.ops import Dropout, dropout, keep_mask, self_attention
+from electra import ops
+from electra.ops import Dropout, Linear, dropout, keep_mask, linear, self_attention
 
 
 def test_keep_mask_drops_at_the_quantised_rate():
@@ -34,6 +35,57 @@ def test_dropout_is_the_identity_in_eval_or_at_zero():
     module = Dropout(0.1).eval()
     assert module(x) is x
     assert dropout(x, 0.0, training=True) is x
+
+
+needs_onednn = pytest.mark.skipif(
+    not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN"
+)
+
+
+@needs_onednn
+@pytest.mark.parametrize("shape", [(4, 7, 16), (9, 16)])
+@pytest.mark.parametrize("out_features", [1, 8, 48])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_onednn_linear_matches_float64_values_and_gradients(
+    monkeypatch, shape, out_features, with_bias
+):
+    """Both orientations of the weight gradient (out_features below and above in_features), a
+    single output, 3-D inputs and no bias, against F.linear in float64."""
+    monkeypatch.setattr(ops, "ONEDNN_LINEAR", True)
+    torch.manual_seed(4)
+    x = torch.randn(*shape, requires_grad=True)
+    w = torch.randn(out_features, shape[-1], requires_grad=True)
+    b = torch.randn(out_features, requires_grad=True) if with_bias else None
+    inputs = [t for t in (x, w, b) if t is not None]
+    y = linear(x, w, b)
+    assert y.grad_fn.name() == "_OneDnnLinearBackward"
+    grad = torch.randn_like(y)
+    y64 = F.linear(*(t.double() for t in inputs))
+    assert torch.allclose(y.double(), y64, atol=1e-5)
+    got = torch.autograd.grad(y, inputs, grad)
+    want = torch.autograd.grad(y64, inputs, grad.double())
+    for g, r in zip(got, want, strict=True):
+        assert g.shape == r.shape and torch.allclose(g, r, atol=1e-4)
+
+
+@needs_onednn
+def test_linear_takes_the_stock_path_in_bf16_autocast_and_when_told(monkeypatch):
+    layer = Linear(8, 4)
+    x = torch.randn(3, 8, requires_grad=True)
+    monkeypatch.setattr(ops, "ONEDNN_LINEAR", True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert layer(x).grad_fn.name() != "_OneDnnLinearBackward"  # autocast already uses oneDNN
+    monkeypatch.setattr(ops, "ONEDNN_LINEAR", False)
+    assert layer(x).grad_fn.name() == "AddmmBackward0"
+    assert list(dict(layer.named_parameters())) == ["weight", "bias"]  # nn.Linear's names
+
+
+def test_cpu_linear_setting_rejects_an_unknown_value(monkeypatch):
+    monkeypatch.setenv("ELECTRA_CPU_LINEAR", "mkl")
+    with pytest.raises(ValueError, match="ELECTRA_CPU_LINEAR='mkl'"):
+        ops._onednn_linear_default()
+    monkeypatch.setenv("ELECTRA_CPU_LINEAR", "stock")
+    assert ops._onednn_linear_default() is False
 
 
 def reference_attention(x, weights, biases, heads, mask, keep, p):
