@@ -178,17 +178,54 @@ def self_attention(
     # that no [B, T, T] product or gradient needs a pass of its own for them.
     sq, sv = d**-0.5, 1.0 / (1.0 - dropout_p)
     qkv = linear(x, torch.cat([wq * sq, wk, wv * sv]), torch.cat([bq * sq, bk, bv * sv]))
-    # One head at a time: a head's q, k and v are strided [B, T, d] views of the projection that bmm
-    # reads in place, where a [B, heads, T, d] batch needs a copy of each.
-    parts = qkv.view(b, t, 3 * heads, d).unbind(2)
     if mask is None:
         bias = qkv.new_zeros(1, 1, 1)
     else:  # additive, broadcast by baddbmm: cheaper than masked_fill over every [B, T, T] score
         bias = torch.zeros(mask.shape, dtype=qkv.dtype, device=qkv.device)
         bias = bias.masked_fill_(~mask, float("-inf")).squeeze(1)
-    outs = []
-    for i in range(heads):
-        q, k, v = parts[i], parts[heads + i], parts[2 * heads + i]
-        probs = torch.baddbmm(bias, q, k.transpose(1, 2)).softmax(-1)
-        outs.append(torch.bmm(probs * keep_mask(probs, dropout_p), v))
-    return torch.cat(outs, -1)
+    return _DroppedAttention.apply(qkv, bias, heads, dropout_p)
+
+
+class _DroppedAttention(torch.autograd.Function):
+    """softmax(q k^T + bias) · keep_mask · v for each head of a fused projection qkv [B, T, 3H]
+    (scales already folded in), one head at a time: a head's q, k and v are strided [B, T, d] views
+    that bmm reads in place, where a [B, heads, T, d] batch needs a copy of each. Written by hand so
+    that every product reads its operands in place, the gradient lands in one [B, T, 3H] buffer,
+    and each head keeps two [B, T, T] tensors for backward (the softmax and the keep mask) where
+    autograd keeps three (the dropped product as well)."""
+
+    @staticmethod
+    def forward(ctx, qkv, bias, heads, p):
+        b, t, three_h = qkv.shape
+        parts = qkv.view(b, t, 3 * heads, three_h // (3 * heads)).unbind(2)
+        probs, keeps, outs = [], [], []
+        for i in range(heads):
+            q, k, v = parts[i], parts[heads + i], parts[2 * heads + i]
+            prob = torch.baddbmm(bias, q, k.transpose(1, 2)).softmax(-1)
+            keep = keep_mask(prob, p)
+            outs.append(torch.bmm(prob * keep, v))
+            probs.append(prob)
+            keeps.append(keep)
+        ctx.heads = heads
+        ctx.save_for_backward(qkv, *probs, *keeps)
+        return torch.cat(outs, -1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        qkv, *saved = ctx.saved_tensors
+        heads = ctx.heads
+        probs, keeps = saved[:heads], saved[heads:]
+        b, t, three_h = qkv.shape
+        d = three_h // (3 * heads)
+        parts = qkv.view(b, t, 3 * heads, d).unbind(2)
+        grad_qkv = torch.empty_like(qkv)
+        grad_parts = grad_qkv.view(b, t, 3 * heads, d).unbind(2)
+        for i in range(heads):
+            q, k, v = parts[i], parts[heads + i], parts[2 * heads + i]
+            g = grad[..., i * d : (i + 1) * d]
+            grad_parts[2 * heads + i].copy_(torch.bmm((probs[i] * keeps[i]).transpose(1, 2), g))
+            grad_prob = torch.bmm(g, v.transpose(1, 2)).mul_(keeps[i])
+            grad_score = torch._softmax_backward_data(grad_prob, probs[i], -1, probs[i].dtype)
+            grad_parts[i].copy_(torch.bmm(grad_score, k))
+            grad_parts[heads + i].copy_(torch.bmm(grad_score.transpose(1, 2), q))
+        return grad_qkv, None, None, None
