@@ -21,6 +21,7 @@ On GPU, under torch.compile, in eval and at p = 0 the stock dropout and SDPA run
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils import flop_counter
 
 
 def _cpu_vendor() -> str:
@@ -53,6 +55,16 @@ def _onednn_linear_default() -> bool:
 
 
 ONEDNN_LINEAR = _onednn_linear_default()
+
+
+if torch.backends.mkldnn.is_available() and (
+    torch.ops.mkldnn._linear_pointwise not in flop_counter.flop_registry
+):
+
+    @flop_counter.register_flop_formula(torch.ops.mkldnn._linear_pointwise)
+    def _linear_flops(x_shape, w_shape, *args, **kwargs) -> int:
+        """So that torch.utils.flop_counter counts our products as it counts F.linear's."""
+        return 2 * math.prod(x_shape) * w_shape[0]
 
 
 def onednn_mm(a: torch.Tensor, b_t: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
