@@ -143,6 +143,31 @@ def test_self_attention_with_dropout_drops_probabilities_of_the_masked_softmax()
     )
 
 
+def test_self_attention_with_dropout_in_bf16_autocast_follows_the_fp32_gradients():
+    torch.manual_seed(6)
+    b, heads, t, h = 3, 2, 16, 32
+    x = torch.randn(b, t, h, requires_grad=True)
+    weights = tuple((0.2 * torch.randn(h, h)).requires_grad_() for _ in range(3))
+    biases = tuple(torch.randn(h, requires_grad=True) for _ in range(3))
+    mask = torch.ones(b, 1, 1, t, dtype=torch.bool)
+    mask[0, ..., 10:] = False
+    inputs = (x, *weights, *biases)
+    results = []
+    for precision in ("bf16", "fp32"):
+        torch.manual_seed(7)  # the same keep masks
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            out = self_attention(x, weights, biases, heads, mask, 0.1)
+        assert out.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
+        results.append((out.float(), torch.autograd.grad(out.float().pow(2).sum(), inputs)))
+    (low, low_grads), (full, full_grads) = results
+    assert (low - full).norm() / full.norm() < 2e-2
+    # the key bias is left out: softmax ignores what it adds (the same for every key), so its
+    # gradient is zero up to rounding, which bf16 makes large relative to zero
+    for i, (g, r) in enumerate(zip(low_grads, full_grads, strict=True)):
+        assert g.dtype == torch.float32
+        assert i == 5 or (g - r).norm() / r.norm() < 5e-2
+
+
 def test_under_compile_dropout_and_attention_trace_into_one_graph():
     # numpy's generator and random_ with bounds break a graph: compiled code takes the stock ops
     torch.manual_seed(4)
