@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.utils import flop_counter
 
 
@@ -48,8 +49,10 @@ def _onednn_linear_default() -> bool:
     choice = os.environ.get("ELECTRA_CPU_LINEAR", "auto")
     if choice not in ("auto", "onednn", "stock"):
         raise ValueError(f"ELECTRA_CPU_LINEAR={choice!r}: use auto, onednn or stock")
-    if choice != "auto" or not torch.backends.mkldnn.is_available():
-        return choice == "onednn" and torch.backends.mkldnn.is_available()
+    if choice == "stock" or not torch.backends.mkldnn.is_available():
+        return False
+    if choice == "onednn":
+        return True
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     return x86 and torch.backends.mkl.is_available() and _cpu_vendor() not in ("", "GenuineIntel")
 
@@ -82,6 +85,7 @@ class _OneDnnLinear(torch.autograd.Function):
         return onednn_mm(x, weight, bias)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         g = grad.reshape(-1, grad.shape[-1])
@@ -90,8 +94,9 @@ class _OneDnnLinear(torch.autograd.Function):
             grad_x = onednn_mm(g, weight.t()).view(x.shape)
         if ctx.needs_input_grad[1]:
             x2 = x.reshape(-1, x.shape[-1])
-            # oneDNN runs this long-contraction product at up to twice the speed when the larger
-            # of the two weight dimensions is its output's column dimension (measured, RESULTS.md).
+            # A product over all M rows: oneDNN runs it faster when the larger of the weight's two
+            # dimensions is the output's column dimension (on the AMD box of RESULTS.md: 0.30-0.37
+            # against 0.09-0.24 TFLOP/s for the small preset's shapes and its vocabulary head).
             if weight.shape[0] >= weight.shape[1]:
                 grad_w = onednn_mm(x2.t(), g.t()).t()
             else:
@@ -208,11 +213,8 @@ class _DroppedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, qkv, bias, heads, p):
-        b, t, three_h = qkv.shape
-        parts = qkv.view(b, t, 3 * heads, three_h // (3 * heads)).unbind(2)
         probs, keeps, outs = [], [], []
-        for i in range(heads):
-            q, k, v = parts[i], parts[heads + i], parts[2 * heads + i]
+        for q, k, v in _head_views(qkv, heads):
             prob = torch.baddbmm(bias, q, k.transpose(1, 2)).softmax(-1)
             keep = keep_mask(prob, p)
             outs.append(torch.bmm(prob * keep, v))
@@ -223,21 +225,25 @@ class _DroppedAttention(torch.autograd.Function):
         return torch.cat(outs, -1)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         qkv, *saved = ctx.saved_tensors
         heads = ctx.heads
-        probs, keeps = saved[:heads], saved[heads:]
-        b, t, three_h = qkv.shape
-        d = three_h // (3 * heads)
-        parts = qkv.view(b, t, 3 * heads, d).unbind(2)
         grad_qkv = torch.empty_like(qkv)
-        grad_parts = grad_qkv.view(b, t, 3 * heads, d).unbind(2)
-        for i in range(heads):
-            q, k, v = parts[i], parts[heads + i], parts[2 * heads + i]
-            g = grad[..., i * d : (i + 1) * d]
-            grad_parts[2 * heads + i].copy_(torch.bmm((probs[i] * keeps[i]).transpose(1, 2), g))
-            grad_prob = torch.bmm(g, v.transpose(1, 2)).mul_(keeps[i])
-            grad_score = torch._softmax_backward_data(grad_prob, probs[i], -1, probs[i].dtype)
-            grad_parts[i].copy_(torch.bmm(grad_score, k))
-            grad_parts[heads + i].copy_(torch.bmm(grad_score.transpose(1, 2), q))
+        grads = _head_views(grad_qkv, heads)
+        outs = grad.chunk(heads, -1)
+        for i, (q, k, v) in enumerate(_head_views(qkv, heads)):
+            prob, keep, (grad_q, grad_k, grad_v) = saved[i], saved[heads + i], grads[i]
+            grad_v.copy_(torch.bmm((prob * keep).transpose(1, 2), outs[i]))
+            grad_prob = torch.bmm(outs[i], v.transpose(1, 2)).mul_(keep)
+            grad_score = torch._softmax_backward_data(grad_prob, prob, -1, prob.dtype)
+            grad_q.copy_(torch.bmm(grad_score, k))
+            grad_k.copy_(torch.bmm(grad_score.transpose(1, 2), q))
         return grad_qkv, None, None, None
+
+
+def _head_views(qkv: torch.Tensor, heads: int) -> list[tuple[torch.Tensor, ...]]:
+    """(q, k, v) of each head of a fused projection [B, T, 3H], as strided [B, T, d] views."""
+    b, t, three_h = qkv.shape
+    parts = qkv.view(b, t, 3 * heads, three_h // (3 * heads)).unbind(2)
+    return [(parts[i], parts[heads + i], parts[2 * heads + i]) for i in range(heads)]
