@@ -21,6 +21,7 @@ On GPU, under torch.compile, in eval and at p = 0 the stock dropout and SDPA run
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import platform
@@ -31,6 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.utils import flop_counter
+
+from electra.errors import ElectraError
 
 
 def _cpu_vendor() -> str:
@@ -43,21 +46,22 @@ def _cpu_vendor() -> str:
         return ""
 
 
-def _onednn_linear_default() -> bool:
+@functools.cache
+def onednn_linear_enabled() -> bool:
     """oneDNN for fp32 linear layers on CPU where torch's products would take MKL's slow path on a
-    CPU not made by Intel; `ELECTRA_CPU_LINEAR` (onednn, stock or auto) overrides."""
+    CPU not made by Intel; `ELECTRA_CPU_LINEAR` (onednn, stock or auto) overrides. Read on first
+    use, so that a bad value is an error the CLI reports, not a failed import."""
     choice = os.environ.get("ELECTRA_CPU_LINEAR", "auto")
     if choice not in ("auto", "onednn", "stock"):
-        raise ValueError(f"ELECTRA_CPU_LINEAR={choice!r}: use auto, onednn or stock")
+        raise ElectraError(
+            f"environment variable ELECTRA_CPU_LINEAR={choice!r}: use auto, onednn or stock"
+        )
     if choice == "stock" or not torch.backends.mkldnn.is_available():
         return False
     if choice == "onednn":
         return True
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     return x86 and torch.backends.mkl.is_available() and _cpu_vendor() not in ("", "GenuineIntel")
-
-
-ONEDNN_LINEAR = _onednn_linear_default()
 
 
 if torch.backends.mkldnn.is_available() and (
@@ -109,10 +113,10 @@ class _OneDnnLinear(torch.autograd.Function):
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear`, through oneDNN where that is faster (see the module's docstring)."""
     if (
-        ONEDNN_LINEAR
-        and x.dtype == torch.float32
+        x.dtype == torch.float32
         and not stock_ops(x.device)
         and not torch.is_autocast_enabled("cpu")
+        and onednn_linear_enabled()
     ):
         return _OneDnnLinear.apply(x, weight, bias)
     return F.linear(x, weight, bias)

@@ -28,6 +28,7 @@ from electra.flops import official_train_flops
 from electra.host_memory import keep_freed_memory
 from electra.model import count_parameters, format_count
 from electra.objective import StepOutput, build_objective
+from electra.ops import onednn_linear_enabled
 from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
 from electra.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
 from electra.tokenizer import fingerprint, load_tokenizer
@@ -35,11 +36,17 @@ from electra.tracking import RunLogger, auc_from_histograms, auc_histograms
 
 
 def resolve_device(name: str) -> torch.device:
+    """The device `name` names (auto: a visible GPU, else the CPU). On CPU it reads the linear-layer
+    setting (`electra.ops.onednn_linear_enabled`) now, so that a bad one stops a run before it
+    writes anything."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ElectraError(f"train.device={name} but no CUDA GPU is visible: use train.device=cpu")
+    if device.type == "cpu":
+        onednn_linear_enabled()
     return device
 
 

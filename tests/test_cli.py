@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from electra import ops
 from electra.cli import main
 
 
@@ -167,6 +168,17 @@ def test_data_built_for_another_seq_len(data, tmp_path, capsys):
     args[args.index("--seq-len") + 1] = 64
     code, _, err = run_cli(capsys, *args)
     assert_one_line_error(code, err, "seq len 32", "64")
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_cpu_linear_setting(data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ELECTRA_CPU_LINEAR", "mkl")
+    ops.onednn_linear_enabled.cache_clear()  # read it afresh now, and again after the test
+    try:
+        code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "run"))
+    finally:
+        ops.onednn_linear_enabled.cache_clear()
+    assert_one_line_error(code, err, "ELECTRA_CPU_LINEAR='mkl'", "auto, onednn or stock")
     assert not (tmp_path / "run").exists()
 
 

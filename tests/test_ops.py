@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from electra import ops
+from electra.errors import ElectraError
 from electra.ops import Dropout, Linear, dropout, keep_mask, linear, self_attention
 
 
@@ -51,7 +52,7 @@ def test_onednn_linear_matches_float64_values_and_gradients(
 ):
     """Both orientations of the weight gradient (out_features below and above in_features), a
     single output, 3-D inputs and no bias, against F.linear in float64."""
-    monkeypatch.setattr(ops, "ONEDNN_LINEAR", True)
+    monkeypatch.setattr(ops, "onednn_linear_enabled", lambda: True)
     torch.manual_seed(4)
     x = torch.randn(*shape, requires_grad=True)
     w = torch.randn(out_features, shape[-1], requires_grad=True)
@@ -72,20 +73,23 @@ def test_onednn_linear_matches_float64_values_and_gradients(
 def test_linear_takes_the_stock_path_in_bf16_autocast_and_when_told(monkeypatch):
     layer = Linear(8, 4)
     x = torch.randn(3, 8, requires_grad=True)
-    monkeypatch.setattr(ops, "ONEDNN_LINEAR", True)
+    monkeypatch.setattr(ops, "onednn_linear_enabled", lambda: True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert layer(x).grad_fn.name() != "_OneDnnLinearBackward"  # autocast already uses oneDNN
-    monkeypatch.setattr(ops, "ONEDNN_LINEAR", False)
+    monkeypatch.setattr(ops, "onednn_linear_enabled", lambda: False)
     assert layer(x).grad_fn.name() == "AddmmBackward0"
     assert list(dict(layer.named_parameters())) == ["weight", "bias"]  # nn.Linear's names
 
 
 def test_cpu_linear_setting_rejects_an_unknown_value(monkeypatch):
+    read = ops.onednn_linear_enabled.__wrapped__  # the uncached reading of the environment
     monkeypatch.setenv("ELECTRA_CPU_LINEAR", "mkl")
-    with pytest.raises(ValueError, match="ELECTRA_CPU_LINEAR='mkl'"):
-        ops._onednn_linear_default()
+    with pytest.raises(ElectraError, match="ELECTRA_CPU_LINEAR='mkl': use auto, onednn or stock"):
+        read()
     monkeypatch.setenv("ELECTRA_CPU_LINEAR", "stock")
-    assert ops._onednn_linear_default() is False
+    assert read() is False
+    monkeypatch.setenv("ELECTRA_CPU_LINEAR", "onednn")
+    assert read() is torch.backends.mkldnn.is_available()
 
 
 def reference_attention(x, weights, biases, heads, mask, keep, p):
