@@ -16,7 +16,8 @@ Model FLOPs are counted analytically (`electra.flops.model_flops_per_step`: matm
 3x forward, the vocabulary head at masked positions only) and are the same useful work for all
 three; achieved FLOP/s is divided by this machine's matmul peak for the precision: the best of
 measurements taken once a round between the timed steps, so a peak caught in a slow moment of a
-shared machine does not flatter the fraction.
+shared machine does not flatter the fraction; in fp32 on CPU, the best of MKL's and oneDNN's
+products, so that a library we avoid for being slow does not flatter it either.
 On CPU all three run with the malloc setting `electra pretrain` applies (`electra.host_memory`), so
 the ratios compare the training code alone; `--default-malloc` leaves malloc as it is.
 """
@@ -207,14 +208,14 @@ def sync(device):
 
 
 def matmul_peak(device, precision, n=4096, reps=5) -> float:
-    """FLOP/s of a large square matrix product at this precision: the achievable peak. On CPU the best
-    of torch's two libraries, MKL (`a @ b`) and oneDNN (its linear, which `electra.ops` uses where it
-    is faster), so a library we avoid for being slow does not flatter the fraction."""
+    """FLOP/s of a large square matrix product at this precision: the achievable peak. In fp32 on CPU
+    the best of torch's two libraries, MKL (`a @ b`) and oneDNN (its linear, which `electra.ops`
+    uses where it is faster); bf16 products on CPU already go through oneDNN."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     products = [lambda: a @ b]
-    if device.type == "cpu" and torch.backends.mkldnn.is_available():
+    if device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available():
         products.append(lambda: onednn_mm(a, b))
     best = float("inf")
     for product in products:

@@ -85,7 +85,6 @@ class _OneDnnLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
         return onednn_mm(x, weight, bias)
 
     @staticmethod
@@ -105,7 +104,7 @@ class _OneDnnLinear(torch.autograd.Function):
                 grad_w = onednn_mm(x2.t(), g.t()).t()
             else:
                 grad_w = onednn_mm(g.t(), x2.t())
-        if ctx.has_bias and ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[2]:  # False where there is no bias
             grad_b = g.sum(0)
         return grad_x, grad_w, grad_b
 
