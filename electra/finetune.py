@@ -384,7 +384,8 @@ def evaluate(
     device: str = "auto",
 ) -> dict[str, Any]:
     """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
-    predictions and, for a test split, the benchmark's submission files."""
+    predictions and, for an unlabelled test split (GLUE's, SQuAD's), the benchmark's submission
+    files. A labelled test split (CoNLL-2003's) is scored as dev is."""
     source = finetuned_dir(model_path)
     task, model, tokenizer, cfg = load_finetuned(source)
     if task_name and get_task(task_name).name != task.name:
@@ -403,9 +404,9 @@ def evaluate(
     tmp.mkdir(parents=True)
     write_jsonl(tmp / "predictions.jsonl", predictions)
     files = []
-    if split == "test":
-        for name in sets:
-            rows = [p for p in predictions if p.get("set", name) == name]
+    for name in sets:
+        rows = [p for p in predictions if p.get("set", name) == name]
+        if split == "test" and any(r["label"] is None for r in rows):
             files.append(task.write_submission(rows, name, tmp).name)
     results = {
         "task": task.name,

@@ -363,6 +363,15 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
         (tmp_path / "ner" / "seed_0" / "predictions.jsonl").read_text().splitlines()[0]
     )
     assert len(row["prediction"]) == len(row["label"]) == 3
+    # CoNLL-2003's test file carries tags: it is scored as dev is, with no submission file.
+    (conll / "test.txt").write_text("-DOCSTART- -X- -X- O\n\n" + text[: text.index("\n\n") + 2])
+    code, _, err = evaluate_cli(capsys, tmp_path / "ner", conll, "--split", "test")
+    assert code == 0, err
+    scored = json.loads((tmp_path / "ner" / "seed_0" / "eval-test" / "results.json").read_text())
+    assert {"f1", "precision", "recall"} <= set(scored["metrics"])
+    assert scored["submission_files"] == [] and scored["examples"] == {"test": 1}
+    tagged = (tmp_path / "ner" / "seed_0" / "eval-test" / "predictions.jsonl").read_text()
+    assert json.loads(tagged)["label"] == ["B-LOC", "O", "B-PER"]
 
     from .test_squad import qa, squad_file
 
