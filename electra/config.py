@@ -63,6 +63,9 @@ class ObjectiveConfig:
     mask_prob: float = 0.15
     # Slots per row; 0 means the official int((mask_prob + 0.005) * seq_len).
     max_predictions: int = 0
+    # False: positions drawn with replacement, as the official code does (a position drawn twice
+    # is masked once and counts twice in the MLM loss); True: distinct positions.
+    distinct_positions: bool = False
     # What happens to a selected position in the generator's (or MLM model's) input.
     mask_frac: float = 0.85
     keep_frac: float = 0.15
