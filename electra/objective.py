@@ -12,7 +12,8 @@ fewer carry zero-weight slots, so the step compiles once and never syncs with th
 
 Positions are drawn as the official `PH.mask` draws them: uniformly *with replacement* among the
 real, non-special tokens, so a row's k used slots may hold a position twice (about 7% of slots at
-seq len 128). Such a position is written once and counts once per slot in the MLM loss, as there.
+seq len 128). Such a position is masked if any of its slots drew [MASK], written once, and counts
+once per slot in the MLM loss, as there.
 `objective.distinct_positions` draws without replacement instead (k distinct positions per row).
 """
 
@@ -107,8 +108,12 @@ def mask_tokens(
     targets = input_ids.gather(1, positions)
     u = torch.rand(positions.shape, device=input_ids.device)
     random_ids = torch.randint_like(targets, vocab_size)
+    # As in the official code, a position held by several used slots becomes [MASK] if any of them
+    # drew [MASK]; otherwise its first slot's draw (keep, or a random token) stands.
+    draws_mask = (u < cfg.mask_frac) & weights.bool()
+    any_mask = torch.zeros_like(input_ids).scatter_add(1, positions, draws_mask.long())
     replacement = torch.where(
-        u < cfg.mask_frac,
+        any_mask.gather(1, positions) > 0,
         torch.full_like(targets, special.mask),
         torch.where(u < cfg.mask_frac + cfg.keep_frac, targets, random_ids),
     )

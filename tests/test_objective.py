@@ -69,11 +69,24 @@ def test_official_draws_are_uniform_over_candidates(special):
     assert freq[[0, 3, 6, 7, 8]].sum() == 0
 
 
-def test_a_position_drawn_twice_is_written_once_and_counted_twice(
-    tiny_model, objective_cfg, special
-):
-    """Slots 0 and 1 of each row hold the same position: the first slot's [MASK] or sample is
-    written, and the MLM loss averages over both slots."""
+def test_a_position_drawn_twice_is_masked_if_either_slot_masks_it(special):
+    """The official rule: a repeated position is [MASK] when any of its used slots drew [MASK]
+    (85% each), so 1 - 0.15^2 of twice-drawn positions are masked, not 85%."""
+    torch.manual_seed(0)
+    ids = torch.tensor([[special.cls, 10, special.sep, 11, special.sep]] * 20000)
+    attention = torch.ones_like(ids)
+    cfg = ObjectiveConfig(mask_prob=0.5)  # round(5 * 0.5) = 2 used slots, both on a candidate
+    m = mask_tokens(ids, attention, special, cfg, 2, vocab_size=100)
+    twice = m.positions[:, 0] == m.positions[:, 1]
+    masked = m.input_ids.gather(1, m.positions[:, :1]).squeeze(1) == special.mask
+    assert twice.float().mean() == pytest.approx(0.5, abs=0.02)
+    assert masked[twice].float().mean() == pytest.approx(1 - 0.15**2, abs=0.01)
+    assert masked[~twice].float().mean() == pytest.approx(0.85, abs=0.01)
+
+
+def test_a_position_drawn_twice_is_written_once_and_counted_twice(special):
+    """Slots 0 and 1 of each row hold the same position: the first slot's sample is written, and
+    the MLM loss averages over both slots."""
     from electra.objective import Masked, first_writes, write_slots
 
     ids = torch.tensor(
