@@ -148,8 +148,9 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
-    # The official optimizer has no Adam bias correction (ELECTRA.md §2.2); this switch reproduces it.
-    bias_correction: bool = True
+    # The official optimizer has no Adam bias correction (ELECTRA.md §2.2): its updates are 3-6.5x
+    # larger than torch's over the first 100 steps, which the learning-parity benchmark shows matters.
+    bias_correction: bool = False
     clip_norm: float = 1.0
     seed: int = 42
     device: str = "auto"  # auto, cpu, cuda, cuda:N
@@ -344,11 +345,11 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _coerce(value: Any, typ: Any, key: str) -> Any:
+def coerce(value: Any, typ: Any, key: str) -> Any:
     """Turns a command-line string (or a JSON value) into the field's declared type."""
     if isinstance(typ, types.UnionType) or typing.get_origin(typ) is typing.Union:
         args = [a for a in typing.get_args(typ) if a is not type(None)]
@@ -394,13 +395,13 @@ def apply_overrides(
             top["preset"] = str(value)
             continue
         obj = sections.get(section)
-        hints = _field_types(type(obj)) if obj is not None else {}
+        hints = field_types(type(obj)) if obj is not None else {}
         if obj is None or name not in hints:
             known = [f"{s}.{f.name}" for s, o in sections.items() for f in fields(o)]
             hint = difflib.get_close_matches(key, known, n=1)
             did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
             raise ElectraError(f"unknown config key {key!r} in {source}{did_you_mean}")
-        changes.setdefault(section, {})[name] = _coerce(value, hints[name], key)
+        changes.setdefault(section, {})[name] = coerce(value, hints[name], key)
     new_sections = {s: replace(o, **changes.get(s, {})) for s, o in sections.items()}
     return replace(cfg, **top, **new_sections)
 
@@ -424,7 +425,7 @@ class FinetuneConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
-    bias_correction: bool = True
+    bias_correction: bool = False  # the official optimizer (the pretraining one) has none
     # The official code sums per-example losses over the batch (then clips at 1.0); "mean" averages.
     loss_reduction: str = "sum"
     double_unordered: bool = False  # add swapped copies of MRPC and STS-B training pairs

@@ -24,7 +24,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from electra.config import FinetuneConfig, ModelConfig, resolve_recipe, write_json_atomic
+from electra.config import (
+    FinetuneConfig,
+    ModelConfig,
+    coerce,
+    field_types,
+    resolve_recipe,
+    write_json_atomic,
+)
 from electra.errors import ElectraError
 from electra.heads import HEADS
 from electra.host_memory import keep_freed_memory
@@ -182,13 +189,16 @@ def load_finetuned(
 
 
 def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
+    """The recipe from named values: typed ones, or strings (`epochs="10"`) turned into the field's
+    type; an unknown name or a bad value is an error naming `source`."""
     known = {f.name for f in fields(FinetuneConfig)}
     unknown = [k for k in values if k not in known]
     if unknown:
         hint = difflib.get_close_matches(unknown[0], known, n=1)
         did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
         raise ElectraError(f"unknown fine-tuning setting {unknown[0]!r} in {source}{did_you_mean}")
-    return FinetuneConfig(**values)
+    types = field_types(FinetuneConfig)
+    return FinetuneConfig(**{k: coerce(v, types[k], f"{k} in {source}") for k, v in values.items()})
 
 
 # --- runs -----------------------------------------------------------------------------------------

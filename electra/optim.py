@@ -1,11 +1,14 @@
 """The official optimizer and learning-rate schedule (ELECTRA.md §2.2).
 
-AdamW with decoupled weight decay, no decay on LayerNorm parameters or biases (embedding tables are
-decayed, as in the official code), and the official schedule: a linear decay from the peak to zero
-that starts at step 0, multiplied by a linear warmup ramp.
+BERT's AdamW: no bias correction (the default; `bias_correction` switches to torch's AdamW),
+decoupled weight decay, none on LayerNorm parameters or biases (embedding tables are decayed, as in
+the official code); and the official schedule: a linear decay from the peak to zero that starts at
+step 0, multiplied by a linear warmup ramp.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -27,51 +30,53 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-class AdamWNoBiasCorrection(torch.optim.Optimizer):
-    """BERT's `AdamWeightDecayOptimizer`: Adam without bias correction, decay added to the update.
+class AdamWNoBiasCorrection(torch.optim.AdamW):
+    """BERT's `AdamWeightDecayOptimizer` (ELECTRA.md §2.2): Adam without bias correction, the
+    decay added to the update: p -= lr * (m / (sqrt(v) + eps) + wd * p).
 
-    update = m / (sqrt(v) + eps) + wd * p;  p -= lr * update
+    It runs torch's AdamW kernels (fused where they exist: one pass over each tensor). Before each
+    step a group's lr, eps and weight decay are scaled so that torch's bias corrections cancel:
+    with c1 = 1 - beta1^t and c2 = sqrt(1 - beta2^t), torch's update
+    lr' / c1 * m / (sqrt(v) / c2 + eps') with lr' = lr * c1 / c2 and eps' = eps / c2 is exactly
+    lr * m / (sqrt(v) + eps), and its decay lr' * wd' * p with wd' = wd * c2 / c1 is lr * wd * p.
+    The step count t is kept in the group (so it is saved with the optimizer's state); every
+    parameter of a group is expected to have a gradient at every step, as in this project's loops.
     """
-
-    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay=0.0):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     @torch.no_grad()
     def step(self, closure=None):
+        given = []
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
-            grads = [p.grad for p in params]
-            for p in params:
-                if not self.state[p]:
-                    self.state[p]["exp_avg"] = torch.zeros_like(p)
-                    self.state[p]["exp_avg_sq"] = torch.zeros_like(p)
-            m = [self.state[p]["exp_avg"] for p in params]
-            v = [self.state[p]["exp_avg_sq"] for p in params]
+            t = group.get("official_steps", 0) + 1
             beta1, beta2 = group["betas"]
-            torch._foreach_lerp_(m, grads, 1 - beta1)
-            torch._foreach_mul_(v, beta2)
-            torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
-            denom = torch._foreach_add(torch._foreach_sqrt(v), group["eps"])
-            update = torch._foreach_div(m, denom)
-            if group["weight_decay"]:
-                torch._foreach_add_(update, params, alpha=group["weight_decay"])
-            torch._foreach_add_(params, update, alpha=-group["lr"])
+            c1, c2 = 1.0 - beta1**t, math.sqrt(1.0 - beta2**t)
+            given.append((group["lr"], group["eps"], group["weight_decay"]))
+            group["lr"] *= c1 / c2
+            group["eps"] /= c2
+            group["weight_decay"] *= c2 / c1
+            group["official_steps"] = t
+        try:
+            return super().step(closure)
+        finally:
+            for group, (lr, eps, wd) in zip(self.param_groups, given, strict=True):
+                group["lr"], group["eps"], group["weight_decay"] = lr, eps, wd
 
 
 def build_optimizer(
     groups: list[dict], cfg: TrainConfig | FinetuneConfig, device: torch.device
 ) -> torch.optim.Optimizer:
     """Adam(W) over parameter groups; a group's `lr_scale` (layer-wise decay) multiplies its LR."""
-    betas = (cfg.adam_beta1, cfg.adam_beta2)
-    if not cfg.bias_correction:
-        return AdamWNoBiasCorrection(groups, lr=cfg.lr, betas=betas, eps=cfg.adam_eps)
     # torch's AdamW decays decoupled (p *= 1 - lr * wd), which equals the official rule. The fused
     # kernel (one pass over each tensor) exists for CUDA and CPU.
     fused = device.type in ("cuda", "cpu")
-    return torch.optim.AdamW(
-        groups, lr=cfg.lr, betas=betas, eps=cfg.adam_eps, fused=fused, foreach=not fused
+    adam = torch.optim.AdamW if cfg.bias_correction else AdamWNoBiasCorrection
+    return adam(
+        groups,
+        lr=cfg.lr,
+        betas=(cfg.adam_beta1, cfg.adam_beta2),
+        eps=cfg.adam_eps,
+        fused=fused,
+        foreach=not fused,
     )
 
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from electra.config import FinetuneConfig, resolve_recipe
 from electra.errors import ElectraError
-from electra.finetune import layerwise_groups, trim
+from electra.finetune import finetune_config, layerwise_groups, trim
 from electra.optim import build_optimizer, set_learning_rate
 from electra.tasks import get_task
 from electra.tasks.base import pack
@@ -213,6 +213,16 @@ def test_recipe_defaults_follow_table_7():
     assert (
         get_task("rte").epochs == get_task("stsb").epochs == 10 and get_task("squad2").epochs == 2
     )
+    assert FinetuneConfig().bias_correction is False  # the official optimizer's
+
+
+def test_recipe_from_strings_is_typed_and_bad_values_name_their_source():
+    cfg = finetune_config({"epochs": "10", "bias_correction": "true", "lr": "1e-3"}, "--set")
+    assert (cfg.epochs, cfg.bias_correction, cfg.lr) == (10, True, 1e-3)
+    with pytest.raises(ElectraError, match="epochs in --set"):
+        finetune_config({"epochs": "ten"}, "--set")
+    with pytest.raises(ElectraError, match="did you mean epochs"):
+        finetune_config({"epoch": "3"}, "--set")
 
 
 def test_ner_labels_the_first_sub_token_of_each_word(tmp_path, task_tokenizer):

@@ -1,0 +1,129 @@
+"""The official optimizer, its parameter groups and the LR schedule (ELECTRA.md §2.2)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from electra.config import TrainConfig
+from electra.objective import build_objective
+from electra.optim import (
+    AdamWNoBiasCorrection,
+    build_optimizer,
+    learning_rate,
+    param_groups,
+    set_learning_rate,
+)
+
+
+def _params(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [
+        torch.randn(7, 5, generator=g).requires_grad_(),
+        torch.randn(5, generator=g).requires_grad_(),
+    ]
+
+
+def _grads(step):
+    g = torch.Generator().manual_seed(100 + step)
+    return [torch.randn(7, 5, generator=g), torch.randn(5, generator=g)]
+
+
+def _run(opt, params, steps, start=0, lrs=None):
+    for t in range(start, start + steps):
+        for p, g in zip(params, _grads(t), strict=True):
+            p.grad = g.clone()
+        set_learning_rate(opt, lrs[t])
+        opt.step()
+
+
+def test_official_adam_is_the_bert_update():
+    """p -= lr * (m / (sqrt(v) + eps) + wd * p) with no bias correction, against that formula in
+    float64, with the LR changing every step and a layer-wise LR scale on one group."""
+    params = _params()
+    cfg = TrainConfig(lr=1e-2, weight_decay=0.1, adam_eps=1e-6)
+    groups = [
+        {"params": [params[0]], "weight_decay": 0.1},
+        {"params": [params[1]], "weight_decay": 0.0, "lr_scale": 0.5},
+    ]
+    opt = build_optimizer(groups, cfg, torch.device("cpu"))
+    assert isinstance(opt, AdamWNoBiasCorrection)  # the default
+    lrs = [1e-2 * (t + 1) / 6 for t in range(6)]
+    ref = [p.detach().double().clone() for p in _params()]
+    m = [torch.zeros_like(p) for p in ref]
+    v = [torch.zeros_like(p) for p in ref]
+    for t in range(6):
+        for i, (p, g) in enumerate(zip(ref, _grads(t), strict=True)):
+            g = g.double()
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            wd, scale = (0.1, 1.0) if i == 0 else (0.0, 0.5)
+            p -= lrs[t] * scale * (m[i] / (v[i].sqrt() + 1e-6) + wd * p)
+    _run(opt, params, 6, lrs=lrs)
+    for p, r in zip(params, ref, strict=True):
+        assert torch.allclose(p.double(), r, rtol=1e-5, atol=1e-6)
+
+
+def test_official_adam_takes_larger_first_steps_than_torch_adamw():
+    """Without bias correction the first update is (1 - beta1) / sqrt(1 - beta2) = 3.16 times
+    torch's, whose first step moves each weight by lr."""
+    moved = {}
+    for correct in (False, True):
+        params = _params()
+        opt = build_optimizer(
+            [{"params": params, "weight_decay": 0.0}],
+            TrainConfig(lr=1e-3, bias_correction=correct),
+            torch.device("cpu"),
+        )
+        before = [p.detach().clone() for p in params]
+        _run(opt, params, 1, lrs=[1e-3])
+        moved[correct] = (params[0].detach() - before[0]).abs().mean().item()
+    assert moved[True] == pytest.approx(1e-3, rel=1e-3)
+    assert moved[False] == pytest.approx(1e-3 * 0.1 / math.sqrt(0.001), rel=1e-3)
+
+
+def test_official_adam_resumes_exactly():
+    lrs = [1e-3] * 6
+    whole = _params()
+    opt = build_optimizer(
+        [{"params": whole, "weight_decay": 0.01}], TrainConfig(), torch.device("cpu")
+    )
+    _run(opt, whole, 6, lrs=lrs)
+
+    parts = _params()
+    first = build_optimizer(
+        [{"params": parts, "weight_decay": 0.01}], TrainConfig(), torch.device("cpu")
+    )
+    _run(first, parts, 3, lrs=lrs)
+    state = first.state_dict()
+    second = build_optimizer(
+        [{"params": parts, "weight_decay": 0.01}], TrainConfig(), torch.device("cpu")
+    )
+    second.load_state_dict(state)
+    _run(second, parts, 3, start=3, lrs=lrs)
+    for a, b in zip(whole, parts, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_schedule_decays_from_step_zero_times_the_warmup_ramp():
+    assert learning_rate(0, 1e-3, 100, 10) == 0.0
+    assert learning_rate(5, 1e-3, 100, 10) == pytest.approx(1e-3 * 0.95 * 0.5)
+    assert learning_rate(10, 1e-3, 100, 10) == pytest.approx(1e-3 * 0.9)  # not the peak
+    assert learning_rate(100, 1e-3, 100, 10) == 0.0
+    assert learning_rate(3, 1e-3, 100, 0) == pytest.approx(1e-3 * 0.97)
+
+
+def test_param_groups_follow_the_official_names(tiny_model, objective_cfg, special):
+    obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
+    decayed, kept = param_groups(obj, 0.01)
+    names = {id(p): n for n, p in obj.named_parameters()}
+    kept_names = {names[id(p)] for p in kept["params"]}
+    decayed_names = {names[id(p)] for p in decayed["params"]}
+    assert all("LayerNorm" in n or n.endswith("bias") for n in kept_names)
+    assert "generator.generator_lm_head.bias" in kept_names
+    table = obj.discriminator.electra.embeddings.word_embeddings.weight  # shared, and decayed
+    assert any(p is table for p in decayed["params"]) and not decayed_names & kept_names
+    assert decayed["weight_decay"] == 0.01 and kept["weight_decay"] == 0.0
+    assert len(decayed["params"]) + len(kept["params"]) == len(list(obj.parameters()))
