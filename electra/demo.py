@@ -82,9 +82,9 @@ def run_demo(out_dir: str | Path, steps: int | None = None) -> Path:
         f"learning curves: {png}\n"
         f"generator MLM loss {rows[0]['mlm_loss']:.2f} -> {rows[-1]['mlm_loss']:.2f}; discriminator "
         f"AUC {aucs[0]:.2f} -> {max(aucs):.2f} at best, {aucs[-1]:.2f} at the end.\n"
-        "The AUC climbs fast against a near-random generator, dips as the generator learns which\n"
-        "words are plausible (its replacements get harder to spot), then climbs again: ELECTRA's\n"
-        "usual dynamic. A model this small, trained for minutes, mostly learns which tokens tend\n"
+        "The AUC climbs fast against a near-random generator, then dips as the generator learns\n"
+        "which words are plausible (its replacements get harder to spot): ELECTRA's usual\n"
+        "dynamic. A model this small, trained for minutes, mostly learns which tokens tend\n"
         "to be replaced; spotting a wrong word from its context takes a larger model and longer.\n"
         f"metrics: {run / 'metrics.jsonl'}\nmodels: {run}/discriminator, {run}/generator"
     )
