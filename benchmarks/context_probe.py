@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from electra.config import preset
 from electra.data import BatchStream, PretrainingData
 from electra.model import ElectraForPreTraining
-from electra.objective import select_positions
+from electra.objectives.masking import select_positions
 from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
 from electra.tracking import auc_from_histograms, auc_histograms
 

@@ -6,7 +6,7 @@ All three train the same ELECTRA pair (generator sharing the discriminator's emb
 layer tied to the word table) with the same masking rate, Gumbel sampling, loss weights, AdamW and
 clipping, on the same random token batches, and are timed in alternation in one process:
 
-- ours: `electra.objective` on `electra.model` (masked-slot generator head, SDPA attention);
+- ours: `electra.objectives` on `electra.model` (masked-slot generator head, SDPA attention);
 - careful peer: Hugging Face `ElectraForMaskedLM` + `ElectraForPreTraining` in a lean loop that
   gathers the masked positions before the generator's output head;
 - common peer: lucidrains' `electra-pytorch` 0.1.2 (`pip install --no-deps electra-pytorch==0.1.2`)
@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from electra.config import generator_config, preset
 from electra.flops import model_flops_per_step
 from electra.host_memory import keep_freed_memory
-from electra.objective import build_objective, mask_tokens
+from electra.objectives import build_objective
+from electra.objectives.masking import mask_tokens
 from electra.ops import onednn_mm
 from electra.optim import build_optimizer, param_groups
 from electra.tokenizer import SpecialIds

@@ -1,5 +1,5 @@
-"""The `electra` command: tokenizer, prepare, pretrain, detect, export, finetune, evaluate, score,
-plot, presets, demo.
+"""The `electra` command: tokenizer, prepare, pretrain, experiment, detect, score-text, export,
+finetune, evaluate, score, plot, presets, demo.
 
 Settings resolve in this order: a preset, then `--config FILE` (JSON or TOML), then the named flags
 (--steps, --batch-size, ...), then any `--section.field VALUE` override (e.g. `--train.lr 1e-4`,
@@ -133,6 +133,43 @@ def cmd_detect(args: argparse.Namespace) -> None:
         return
     for text, tokens in zip(args.text, results, strict=True):
         print(f"{text}\n{format_table(tokens)}\n")
+
+
+def cmd_score_text(args: argparse.Namespace) -> None:
+    from electra.pll import pseudo_log_likelihood
+
+    results = pseudo_log_likelihood(args.model, args.text)
+    if args.json:
+        print(json.dumps(results))
+        return
+    for r in results:
+        print(f"{r['pll']:10.3f}  {r['tokens']:4d} tokens  {r['text']}")
+
+
+def cmd_experiment(args: argparse.Namespace) -> None:
+    from electra.experiment import Plan, parse_arm, run_experiment
+
+    def pairs(items: list[str], flag: str) -> dict[str, str]:
+        bad = [kv for kv in items if "=" not in kv]
+        if bad:
+            raise ElectraError(f"{flag} {bad[0]!r}: write key=value")
+        return dict(kv.split("=", 1) for kv in items)
+
+    plan = Plan(
+        preset=args.preset,
+        data=args.data,
+        glue=args.glue,
+        arms=[parse_arm(a) for a in args.arm],
+        tasks=args.tasks,
+        seeds=args.seeds,
+        flops=args.flops or 0.0,
+        steps=args.steps or 0,
+        points=args.points,
+        pretrain_set=pairs(args.pretrain_set, "--pretrain-set"),
+        finetune_set=pairs(args.finetune_set, "--finetune-set"),
+    )
+    run_experiment(plan, args.out)
+    print((Path(args.out) / "results.md").read_text(), end="")
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -323,11 +360,42 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--compile", action="store_true", help="torch.compile the training step")
     pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
 
+    xp = sub.add_parser(
+        "experiment",
+        help="pretrain arms at equal training FLOPs, fine-tune each on GLUE, table and plots",
+        epilog="An arm is an objective name (electra, mlm, ...) or LABEL:section.field=value,... "
+        "Run the same command again to continue a stopped experiment.",
+    )
+    xp.add_argument("--arm", action="append", required=True, help="repeat for each arm")
+    xp.add_argument("--data", required=True, help="a folder written by `electra prepare`")
+    xp.add_argument("--glue", required=True, help="the folder holding CoLA/, SST-2/, ...")
+    xp.add_argument("--out", required=True)
+    xp.add_argument("--preset", default="tiny")
+    budget = xp.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--flops", type=float, help="training FLOPs per arm")
+    budget.add_argument("--steps", type=int, help="the first arm's steps set the budget")
+    xp.add_argument("--tasks", nargs="+", default=["mrpc", "stsb", "rte"])
+    xp.add_argument("--seeds", type=int, default=3)
+    xp.add_argument(
+        "--points", type=int, default=1, help="checkpoints fine-tuned per arm (a GLUE curve)"
+    )
+    xp.add_argument("--pretrain-set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE")
+    xp.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
+    xp.set_defaults(func=cmd_experiment)
+
     de = sub.add_parser("detect", help="per-token probability of 'replaced'")
     de.add_argument("--model", required=True, help="a run folder or a discriminator model folder")
     de.add_argument("text", nargs="+")
     de.add_argument("--json", action="store_true", help="print a JSON list of {token, p_replaced}")
     de.set_defaults(func=cmd_detect)
+
+    st = sub.add_parser(
+        "score-text", help="Electric's pseudo-log-likelihood of each text (for re-ranking)"
+    )
+    st.add_argument("--model", required=True, help="a run pretrained with objective.name=electric")
+    st.add_argument("text", nargs="+")
+    st.add_argument("--json", action="store_true", help="print {text, pll, tokens, energies}")
+    st.set_defaults(func=cmd_score_text)
 
     ex = sub.add_parser("export", help="write Hugging Face model folders")
     ex.add_argument("--model", required=True, help="a run folder, a pair folder or a model folder")

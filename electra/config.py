@@ -59,7 +59,9 @@ class ModelConfig:
 class ObjectiveConfig:
     """The pretraining objective (ELECTRA.md §2.3) and the generator's size relative to the discriminator."""
 
-    name: str = "electra"  # "electra" (replaced token detection) or "mlm" (the BERT baseline)
+    # electra, electra15, mlm, replace_mlm, all_tokens_mlm, two_stage, adversarial: one module
+    # each in electra/objectives/ (README: Objectives).
+    name: str = "electra"
     mask_prob: float = 0.15
     # Slots per row; 0 means the official int((mask_prob + 0.005) * seq_len).
     max_predictions: int = 0
@@ -82,13 +84,23 @@ class ObjectiveConfig:
     generator_num_hidden_layers: int = 0
     generator_num_attention_heads: int = 0
     generator_intermediate_size: int = 0
-    # Share word, position and token-type embeddings and the embedding LayerNorm (official code).
-    tie_embeddings: bool = True
+    # Weights the generator shares with the network it trains: none, embeddings (word, position
+    # and token-type tables and the embedding LayerNorm, as the official code), all (one encoder,
+    # equal sizes only) or gdes (gradient-disentangled, DeBERTa-v3). See objectives/sharing.py.
+    sharing: str = "embeddings"
+    # two_stage: the step at which the discriminator, initialised from the generator, takes over.
+    two_stage_steps: int = 0
+    # adversarial: steps of maximum-likelihood training before the generator turns to REINFORCE.
+    adversarial_mlm_steps: int = 0
 
     def __post_init__(self) -> None:
-        if self.name not in OBJECTIVES:
+        from electra.objectives import objective_class  # the registry imports this module
+        from electra.objectives.sharing import SHARINGS
+
+        objective_class(self.name)
+        if self.sharing not in SHARINGS:
             raise ElectraError(
-                f"objective.name={self.name!r} is unknown: choose one of {', '.join(OBJECTIVES)}"
+                f"objective.sharing={self.sharing!r} is unknown: choose one of {', '.join(SHARINGS)}"
             )
         split = self.mask_frac + self.keep_frac + self.random_frac
         if abs(split - 1.0) > 1e-6 or min(self.mask_frac, self.keep_frac, self.random_frac) < 0:
@@ -109,12 +121,10 @@ class ObjectiveConfig:
         return self.max_predictions or max(1, int((self.mask_prob + 0.005) * seq_len))
 
 
-OBJECTIVES = ("electra", "mlm")
-
 # Objective fields that shape the networks: a resumed run takes them from its checkpoint.
 ARCHITECTURE_FIELDS = (
     "name",
-    "tie_embeddings",
+    "sharing",
     "generator_hidden_fraction",
     "generator_layers_fraction",
     "generator_hidden_size",
@@ -199,7 +209,11 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "config") -> RunConfig:
-        return apply_overrides(cls(), flatten(d), source=source)
+        flat = flatten(d)
+        if "objective.tie_embeddings" in flat:  # configs saved before objective.sharing
+            tied = flat.pop("objective.tie_embeddings")
+            flat.setdefault("objective.sharing", "embeddings" if tied else "none")
+        return apply_overrides(cls(), flat, source=source)
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
@@ -216,12 +230,17 @@ def generator_config(disc: ModelConfig, objective: ObjectiveConfig) -> ModelConf
     layers = o.generator_num_hidden_layers or max(
         1, round(disc.num_hidden_layers * o.generator_layers_fraction)
     )
+    # A generator of the discriminator's width is the discriminator's shape, whatever its FFN and
+    # heads (the formula below gives the official presets' values either way).
+    full = hidden == disc.hidden_size
     return replace(
         disc,
         hidden_size=hidden,
         num_hidden_layers=layers,
-        intermediate_size=o.generator_intermediate_size or 4 * hidden,
-        num_attention_heads=o.generator_num_attention_heads or max(1, hidden // 64),
+        intermediate_size=o.generator_intermediate_size
+        or (disc.intermediate_size if full else 4 * hidden),
+        num_attention_heads=o.generator_num_attention_heads
+        or (disc.num_attention_heads if full else max(1, hidden // 64)),
     )
 
 

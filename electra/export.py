@@ -11,13 +11,14 @@ import shutil
 from pathlib import Path
 
 import tokenizers
+import torch
 from safetensors.torch import load_model
 from torch import nn
 
 from electra.checkpoint import PREFIX, checkpoint_dirs
-from electra.config import ModelConfig, RunConfig
+from electra.config import RunConfig
 from electra.errors import ElectraError
-from electra.objective import build_objective
+from electra.objectives import build_objective
 from electra.pretrained import (
     ROLES,
     is_model_dir,
@@ -31,12 +32,23 @@ from electra.tokenizer import load_tokenizer, special_ids
 HF_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
 
 
-def check_exportable(cfg: ModelConfig, source: Path) -> None:
-    """Refuses settings `transformers.ElectraModel` cannot express (new variants add checks here)."""
+def check_exportable(model: nn.Module, source: Path) -> None:
+    """Refuses what `transformers` ELECTRA cannot express: an activation it lacks, or weights
+    beyond its names (an unfolded GDES residual, say), rather than writing a model that loads but
+    computes something else."""
+    cfg = model.config
     if cfg.hidden_act not in HF_ACTIVATIONS:
         raise ElectraError(
             f"{source}: hidden_act={cfg.hidden_act!r} has no Hugging Face ELECTRA equivalent; "
             "export is refused rather than writing a model that computes something else"
+        )
+    with torch.device("meta"):
+        reference = set(type(model)(cfg).state_dict())
+    extra = sorted(set(model.state_dict()) - reference)
+    if extra:
+        raise ElectraError(
+            f"{source}: weights {', '.join(extra[:3])} have no Hugging Face ELECTRA counterpart; "
+            "export the model folder pretraining wrote (it folds them in)"
         )
 
 
@@ -80,7 +92,7 @@ def export_hf(
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         for src, role, model, tokenizer in sources:
-            check_exportable(model.config, src)
+            check_exportable(model, src)
             save_pretrained(model, tmp / role if role else tmp, tokenizer)
         if out.exists():
             shutil.rmtree(out)

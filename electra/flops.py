@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from electra.config import ModelConfig, RunConfig, generator_config
 
 DROPOUT, LAYER_NORM, ACTIVATION, SOFTMAX = 4, 5, 8, 5  # the official counter's per-element costs
@@ -54,24 +56,66 @@ def _official_rtd_head(m: ModelConfig, s: int) -> float:
     return (2 * h * h + h + ACTIVATION * h + 2 * h) * s
 
 
+@dataclass(frozen=True)
+class Network:
+    """One network a pretraining step runs: its size, its heads and whether it is trained."""
+
+    config: ModelConfig
+    mlm_frac: float = 0.0  # fraction of positions that get the vocabulary head (0: none)
+    rtd_head: bool = False  # the per-token dense + one-logit head (discriminator, copy gate)
+    trained: bool = True  # False: forward only (a frozen generator)
+
+
+def step_networks(cfg: RunConfig, step: int = 0) -> list[Network]:
+    """The networks the objective runs at optimizer step `step` (0-based)."""
+    o, disc = cfg.objective, cfg.model
+    frac = o.num_predictions(cfg.data.seq_len) / cfg.data.seq_len
+    if o.name == "mlm":
+        return [Network(disc, mlm_frac=frac)]
+    gen = Network(generator_config(disc, o), mlm_frac=frac)
+    if o.name == "replace_mlm":
+        return [gen, Network(disc, mlm_frac=frac)]
+    if o.name == "all_tokens_mlm":
+        return [gen, Network(disc, mlm_frac=1.0, rtd_head=True)]
+    if o.name == "electric":  # two towers with a cloze head everywhere (read as one tower's)
+        return [
+            replace(gen, mlm_frac=0.0),
+            replace(gen, mlm_frac=1.0),
+            Network(disc, rtd_head=True),
+        ]
+    if o.name == "two_stage":
+        if step < o.two_stage_steps:
+            return [gen]
+        return [replace(gen, trained=False), Network(disc, rtd_head=True)]
+    return [gen, Network(disc, rtd_head=True)]  # electra, electra15, adversarial
+
+
+def _step_boundaries(cfg: RunConfig, steps: int) -> list[tuple[int, int]]:
+    """Ranges of steps over which `step_networks` is constant."""
+    switch = cfg.objective.two_stage_steps if cfg.objective.name == "two_stage" else 0
+    if 0 < switch < steps:
+        return [(0, switch), (switch, steps)]
+    return [(0, steps)]
+
+
 def official_train_flops(cfg: RunConfig, steps: float | None = None) -> float:
-    """Training FLOPs for `steps` (default: the run's) under the official counter's convention."""
+    """Training FLOPs for the first `steps` steps (default: the run's) under the official
+    counter's convention: a trained network costs 2x its forward pass, a frozen one 1x."""
     s, batch = cfg.data.seq_len, cfg.train.batch_size
     steps = cfg.train.steps if steps is None else steps
-    frac = cfg.objective.num_predictions(s) / s
-    disc = cfg.model
-
-    def forward(m: ModelConfig, head: float) -> float:
-        return m.num_hidden_layers * _official_layer(m, s) + _official_embeddings(m, s) + head
-
-    if cfg.objective.name == "mlm":
-        per_sequence = forward(disc, _official_mlm_head(disc, s, frac))
-    else:
-        gen = generator_config(disc, cfg.objective)
-        per_sequence = forward(disc, _official_rtd_head(disc, s)) + forward(
-            gen, _official_mlm_head(gen, s, frac)
-        )
-    return 2 * batch * steps * per_sequence
+    total = 0.0
+    for start, end in _step_boundaries(cfg, int(steps)):
+        per_sequence = 0.0
+        for n in step_networks(cfg, start):
+            m = n.config
+            forward = m.num_hidden_layers * _official_layer(m, s) + _official_embeddings(m, s)
+            if n.mlm_frac:
+                forward += _official_mlm_head(m, s, n.mlm_frac)
+            if n.rtd_head:
+                forward += _official_rtd_head(m, s)
+            per_sequence += (2 if n.trained else 1) * forward
+        total += batch * (end - start) * per_sequence
+    return total
 
 
 # --- model FLOPs (matmuls only) -------------------------------------------------------------------
@@ -85,25 +129,20 @@ def encoder_forward_flops(m: ModelConfig, s: int) -> float:
     return m.num_hidden_layers * layer + project
 
 
-def model_flops_per_step(cfg: RunConfig) -> float:
-    """Matmul FLOPs of one training step (3x forward), heads included, the generator's
-    vocabulary projection at the masked positions only."""
+def model_flops_per_step(cfg: RunConfig, step: int = 0) -> float:
+    """Matmul FLOPs of training step `step` (3x forward for a trained network, 1x for a frozen
+    one), heads included, vocabulary projections only at the positions they are run on."""
     s = cfg.data.seq_len
-    n = cfg.objective.num_predictions(s)
-    disc = cfg.model
-
-    def mlm_head(m: ModelConfig) -> float:
-        return n * 2 * (m.hidden_size * m.embedding_size + m.embedding_size * m.vocab_size)
-
-    if cfg.objective.name == "mlm":
-        forward = encoder_forward_flops(disc, s) + mlm_head(disc)
-    else:
-        gen = generator_config(disc, cfg.objective)
-        rtd_head = 2 * s * (disc.hidden_size**2 + disc.hidden_size)
-        forward = (
-            encoder_forward_flops(disc, s)
-            + rtd_head
-            + encoder_forward_flops(gen, s)
-            + mlm_head(gen)
-        )
-    return 3 * cfg.train.batch_size * forward
+    total = 0.0
+    for n in step_networks(cfg, step):
+        m = n.config
+        forward = encoder_forward_flops(m, s)
+        if n.mlm_frac:
+            positions = round(n.mlm_frac * s)
+            forward += (
+                positions * 2 * (m.hidden_size * m.embedding_size + m.embedding_size * m.vocab_size)
+            )
+        if n.rtd_head:
+            forward += 2 * s * (m.hidden_size**2 + m.hidden_size)
+        total += (3 if n.trained else 1) * forward
+    return cfg.train.batch_size * total

@@ -148,8 +148,11 @@ class ElectraModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)
         if hasattr(self, "embeddings_project"):
             x = self.embeddings_project(x)
-        # SDPA takes a boolean mask, True where a key may be attended to, broadcast over heads and queries.
-        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
+        # SDPA takes a boolean mask, True where a key may be attended to: [B, T] padding masks are
+        # broadcast over heads and queries; a [B, 1, T, T] mask (causal towers) is used as given.
+        mask = None if attention_mask is None else attention_mask.bool()
+        if mask is not None and mask.dim() == 2:
+            mask = mask[:, None, None, :]
         return self.encoder(x, mask)
 
 
@@ -221,8 +224,17 @@ class ElectraForMaskedLM(nn.Module):
         so pretraining computes it where the loss needs it (the masked slots) and nowhere else."""
         hidden = self.electra(input_ids, token_type_ids, attention_mask)
         if positions is not None:
-            hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
+            hidden = gather_positions(hidden, positions)
+        return self.logits(hidden)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The vocabulary head on encoder states [..., H]."""
         return self.generator_lm_head(self.generator_predictions(hidden))
+
+
+def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """States [B, N, H] at `positions` [B, N] of `hidden` [B, T, H]."""
+    return hidden.gather(1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
 
 
 def init_weights(module: nn.Module, std: float, skip: nn.Module | None = None) -> None:

@@ -17,16 +17,18 @@ from electra.config import FinetuneConfig, TrainConfig
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Splits parameters into decayed and not decayed, by the official rule on names."""
-    decay, no_decay = [], []
+    """Splits parameters into decayed and not decayed, by the official rule on names, with one
+    group per top-level submodule (an objective's networks), so that the official Adam counts the
+    steps of a network that trains only part of the schedule (two_stage) from its first update."""
+    groups: dict[tuple[str, bool], list[nn.Parameter]] = {}
     for name, p in model.named_parameters():  # shared parameters appear once
         if not p.requires_grad:
             continue
         skip = "LayerNorm" in name or "layer_norm" in name or name.endswith("bias")
-        (no_decay if skip else decay).append(p)
+        groups.setdefault((name.split(".")[0], skip), []).append(p)
     return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {"params": params, "weight_decay": 0.0 if skip else weight_decay}
+        for (_, skip), params in groups.items()
     ]
 
 
@@ -39,18 +41,21 @@ class AdamWNoBiasCorrection(torch.optim.AdamW):
     with c1 = 1 - beta1^t and c2 = sqrt(1 - beta2^t), torch's update
     lr' / c1 * m / (sqrt(v) / c2 + eps') with lr' = lr * c1 / c2 and eps' = eps / c2 is exactly
     lr * m / (sqrt(v) + eps), and its decay lr' * wd' * p with wd' = wd * c2 / c1 is lr * wd * p.
-    The step count t is kept in the group (so it is saved with the optimizer's state); every
-    parameter of a group is expected to have a gradient at every step, as in this project's loops.
+    The step count t is kept in the group (so it is saved with the optimizer's state) and counts
+    the steps at which the group had gradients: the parameters of a group are expected to have
+    gradients at the same steps, as `param_groups` arranges.
     """
 
     @torch.no_grad()
     def step(self, closure=None):
         given = []
         for group in self.param_groups:
+            given.append((group["lr"], group["eps"], group["weight_decay"]))
+            if not any(p.grad is not None for p in group["params"]):
+                continue  # torch skips it too
             t = group.get("official_steps", 0) + 1
             beta1, beta2 = group["betas"]
             c1, c2 = 1.0 - beta1**t, math.sqrt(1.0 - beta2**t)
-            given.append((group["lr"], group["eps"], group["weight_decay"]))
             group["lr"] *= c1 / c2
             group["eps"] /= c2
             group["weight_decay"] *= c2 / c1

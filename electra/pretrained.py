@@ -28,7 +28,7 @@ ARCHITECTURES = {
     "ElectraForPreTraining": ElectraForPreTraining,
     "ElectraForMaskedLM": ElectraForMaskedLM,
 }
-ROLES = ("discriminator", "generator", "mlm")  # sub-folders of a run, in order of preference
+ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order of preference
 
 
 def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Tokenizer) -> None:

@@ -21,13 +21,13 @@ import torch
 from tqdm import tqdm
 
 from electra.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint, set_rng_state
-from electra.config import RunConfig, generator_config, with_architecture_of
+from electra.config import RunConfig, with_architecture_of
 from electra.data import BatchStream, PretrainingData
 from electra.errors import ElectraError
 from electra.flops import official_train_flops
 from electra.host_memory import keep_freed_memory
 from electra.model import count_parameters, format_count
-from electra.objective import StepOutput, build_objective
+from electra.objectives import Objective, StepOutput, build_objective, check_objective
 from electra.ops import onednn_linear_enabled
 from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
 from electra.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
@@ -88,7 +88,7 @@ def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
     objective = replace(
         cfg.objective,
         name="electra",
-        tie_embeddings=True,
+        sharing="embeddings",
         generator_hidden_size=gen.hidden_size,
         generator_num_hidden_layers=gen.num_hidden_layers,
         generator_num_attention_heads=gen.num_attention_heads,
@@ -97,23 +97,22 @@ def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
     return replace(cfg, model=disc, objective=objective)
 
 
-def describe(objective: torch.nn.Module, cfg: RunConfig) -> str:
-    """Both networks' sizes, so no one trains the wrong generator/discriminator pair by accident."""
+def describe(objective: Objective) -> str:
+    """Each network's size, so no one trains the wrong generator/discriminator pair by accident."""
+    lines = []
     models = objective.models()
-    if "discriminator" not in models:
-        mlm = models["mlm"]
-        return f"MLM model: {format_count(count_parameters(mlm))} parameters ({cfg.preset} preset)"
-    disc, gen = models["discriminator"], models["generator"]
-    g = generator_config(cfg.model, cfg.objective)
-    return (
-        f"discriminator: {format_count(count_parameters(disc))} parameters "
-        f"(embeddings + encoder {format_count(count_parameters(disc.electra))}; "
-        f"hidden {cfg.model.hidden_size}, {cfg.model.num_hidden_layers} layers)\n"
-        f"generator: {format_count(count_parameters(gen))} parameters, "
-        f"{format_count(count_parameters(disc, gen) - count_parameters(disc))} not shared with the "
-        f"discriminator (hidden {g.hidden_size}, {g.num_hidden_layers} layers, "
-        f"{g.num_attention_heads} heads)"
+    for role, model in models.items():
+        c = model.config
+        lines.append(
+            f"{role}: {format_count(count_parameters(model))} parameters (embeddings + encoder "
+            f"{format_count(count_parameters(model.electra))}; hidden {c.hidden_size}, "
+            f"{c.num_hidden_layers} layers, {c.num_attention_heads} heads)"
+        )
+    lines.append(
+        f"objective {objective.name}: {format_count(count_parameters(objective))} parameters "
+        "trained (shared ones counted once)"
     )
+    return "\n".join(lines)
 
 
 class Window:
@@ -121,8 +120,8 @@ class Window:
 
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
+        self.counts: dict[str, int] = {}  # micro-batches that reported each statistic
         self.auc_hist: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.micro_batches = 0
         self.steps = 0
         self.grad_norm: torch.Tensor | float = 0.0
         self.start = time.perf_counter()
@@ -131,7 +130,7 @@ class Window:
         """One micro-batch's statistics."""
         for k, v in {**out.stats, "loss": out.loss.detach()}.items():
             self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
-        self.micro_batches += 1
+            self.counts[k] = self.counts.get(k, 0) + 1
         if out.disc_logits is not None:
             pos, neg = auc_histograms(out.disc_logits, out.disc_labels, out.real_mask)
             if self.auc_hist is not None:
@@ -143,7 +142,7 @@ class Window:
         self.grad_norm = self.grad_norm + grad_norm
 
     def summary(self) -> dict[str, float]:
-        means = {k: v.item() / self.micro_batches for k, v in self.sums.items()}
+        means = {k: v.item() / self.counts[k] for k, v in self.sums.items()}
         means["grad_norm"] = float(self.grad_norm) / self.steps
         if self.auc_hist is not None:
             means["disc_auc"] = auc_from_histograms(*self.auc_hist)
@@ -209,6 +208,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         cfg = configure_from_pair(cfg, data)
     cfg = fit_config_to_data(cfg, data, keep_vocab=resume or init_from_pair)
 
+    check_objective(cfg)
     if device.type == "cpu":
         keep_freed_memory()
     torch.manual_seed(cfg.train.seed)
@@ -229,7 +229,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         shutil.copytree(data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
     cfg.save(run_dir / "config.json")
 
-    print(describe(objective, cfg), file=sys.stderr)
+    print(describe(objective), file=sys.stderr)
     stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
     if step >= stop:
         print(
@@ -237,9 +237,8 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
             file=sys.stderr,
         )
     tokens_per_step = cfg.train.batch_size * data.seq_len
-    flops_per_step = official_train_flops(cfg, steps=1)
     print(
-        f"training FLOPs: {flops_per_step * cfg.train.steps:.3g} for {cfg.train.steps} steps "
+        f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
         "(the official counter's convention, as in the paper's Table 1)",
         file=sys.stderr,
     )
@@ -262,6 +261,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         while step < stop and not stop_request.requested:
             lr = learning_rate(step, cfg.train.lr, cfg.train.steps, cfg.train.warmup)
             set_learning_rate(optimizer, lr)
+            objective.begin_step(step)
             for _ in range(cfg.train.grad_accum):
                 batch = {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}
                 with autocast(device, cfg.train.precision):
@@ -284,7 +284,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
                     step=step,
                     lr=lr,
                     tokens_per_s=window.steps * tokens_per_step / (now - window.start),
-                    train_flops=step * flops_per_step,
+                    train_flops=official_train_flops(cfg, steps=step),
                     elapsed_s=elapsed_before + now - start,
                 )
                 logger.log(record)

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.config import ModelConfig, ObjectiveConfig
-from electra.tokenizer import SpecialIds
+from electra.config import ModelConfig, ObjectiveConfig, apply_overrides, preset
+from electra.data import prepare
+from electra.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -106,8 +107,6 @@ WORDS = [
 @pytest.fixture(scope="session")
 def task_tokenizer(tmp_path_factory):
     """A WordPiece vocabulary over the words the fine-tuning tests use."""
-    from electra.tokenizer import train_tokenizer
-
     root = tmp_path_factory.mktemp("task_tok")
     lines = [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(12)) for i in range(400)]
     (root / "c.txt").write_text("\n".join(lines) + "\nParis France John Mary\n")
@@ -125,3 +124,38 @@ def tiny_pretrained(tmp_path_factory, task_tokenizer):
     cfg = tiny_model_config(vocab_size=task_tokenizer.get_vocab_size(), max_position_embeddings=128)
     save_pretrained(ElectraForPreTraining(cfg), out, task_tokenizer)
     return out
+
+
+@pytest.fixture(scope="session")
+def wikitext_data(tmp_path_factory):
+    """WikiText-2 validation text, a 4k WordPiece vocabulary, packed at seq len 64."""
+    corpus = shared_data("wikitext-2-raw", "wiki.valid.raw")
+    root = tmp_path_factory.mktemp("wikitext")
+    save_tokenizer(train_tokenizer([corpus], vocab_size=4000), root / "tok", lowercase=True)
+    prepare([str(corpus)], root / "tok", seq_len=64, out_dir=root / "data", workers=1)
+    return root / "data"
+
+
+def tiny_cfg(data, **overrides):
+    """A very small model for mechanics tests: seconds per run."""
+    o = {
+        "data.path": str(data),
+        "data.seq_len": 64,
+        "model.hidden_size": 32,
+        "model.embedding_size": 16,
+        "model.num_hidden_layers": 2,
+        "model.num_attention_heads": 2,
+        "model.intermediate_size": 64,
+        "model.hidden_dropout_prob": 0.1,
+        "model.attention_probs_dropout_prob": 0.1,
+        "train.batch_size": 8,
+        "train.steps": 6,
+        "train.warmup_steps": 2,
+        "train.log_every": 2,
+        "train.save_every": 2,
+        "train.keep_last": 2,
+        "train.progress": False,
+        "train.tensorboard": False,
+    }
+    o.update(overrides)
+    return apply_overrides(preset("tiny"), o)

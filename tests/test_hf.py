@@ -260,11 +260,16 @@ def test_pairs_that_do_not_fit_are_refused(tokenizer, tmp_path, capsys):
 
 
 def test_export_refuses_what_hf_cannot_represent(tmp_path):
-    cfg = small_config()
-    object.__setattr__(cfg, "hidden_act", "swish-2")  # a variant without an HF equivalent
+    model = ElectraForPreTraining(replace(small_config(), hidden_act="gelu"))
+    check_exportable(model, tmp_path)
+    model.config = replace(model.config)
+    object.__setattr__(model.config, "hidden_act", "swish-2")  # a variant without an HF equivalent
     with pytest.raises(ElectraError, match="no Hugging Face ELECTRA equivalent"):
-        check_exportable(cfg, tmp_path)
-    check_exportable(replace(small_config(), hidden_act="gelu"), tmp_path)
+        check_exportable(model, tmp_path)
+    model.config = small_config()
+    model.register_parameter("residual", torch.nn.Parameter(torch.zeros(1)))  # e.g. GDES's
+    with pytest.raises(ElectraError, match="residual have no Hugging Face ELECTRA counterpart"):
+        check_exportable(model, tmp_path)
 
 
 def test_export_cli_writes_both_networks_of_a_run(tokenizer, tmp_path, capsys):

@@ -7,7 +7,7 @@ import torch
 
 from electra.config import generator_config, preset
 from electra.model import ElectraForMaskedLM, ElectraForPreTraining, count_parameters
-from electra.objective import build_objective
+from electra.objectives import build_objective
 
 # ELECTRA.md §1: discriminator embeddings + encoder, and generator parameters not shared.
 EXPECTED = {"small": (13.48e6, 0.65e6), "base": (108.9e6, 9.9e6), "large": (334.1e6, 19.5e6)}
@@ -61,7 +61,7 @@ def test_weight_sharing_uses_the_same_parameter_objects(tiny_model, objective_cf
 
 
 def test_untied_embeddings_setting(tiny_model, objective_cfg, special):
-    objective_cfg.tie_embeddings = False
+    objective_cfg.sharing = "none"
     obj = build_objective(tiny_model, objective_cfg, special, seq_len=32)
     assert obj.generator.electra.embeddings is not obj.discriminator.electra.embeddings
     assert (

@@ -7,15 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from electra.config import ObjectiveConfig
-from electra.objective import (
-    build_objective,
-    mask_tokens,
-    masked_lm_loss,
-    replace_tokens,
-    sample_categorical,
-    sample_tokens,
-    select_positions,
-)
+from electra.objectives import build_objective
+from electra.objectives.losses import masked_lm_loss
+from electra.objectives.masking import mask_tokens, replace_tokens, select_positions
+from electra.objectives.sampling import sample_categorical, sample_tokens
 
 
 def _batch(special, b=64, t=40, vocab=100, seed=0):
@@ -87,7 +82,7 @@ def test_a_position_drawn_twice_is_masked_if_either_slot_masks_it(special):
 def test_a_position_drawn_twice_is_written_once_and_counted_twice(special):
     """Slots 0 and 1 of each row hold the same position: the first slot's sample is written, and
     the MLM loss averages over both slots."""
-    from electra.objective import Masked, first_writes, write_slots
+    from electra.objectives.masking import Masked, first_writes, write_slots
 
     ids = torch.tensor(
         [[special.cls, 10, 11, 12, special.sep], [special.cls, 20, 21, 22, special.sep]]

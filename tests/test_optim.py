@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from electra.config import TrainConfig
-from electra.objective import build_objective
+from electra.objectives import build_objective
 from electra.optim import (
     AdamWNoBiasCorrection,
     build_optimizer,
@@ -117,13 +117,17 @@ def test_schedule_decays_from_step_zero_times_the_warmup_ramp():
 
 def test_param_groups_follow_the_official_names(tiny_model, objective_cfg, special):
     obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
-    decayed, kept = param_groups(obj, 0.01)
+    groups = param_groups(obj, 0.01)
     names = {id(p): n for n, p in obj.named_parameters()}
-    kept_names = {names[id(p)] for p in kept["params"]}
-    decayed_names = {names[id(p)] for p in decayed["params"]}
+    # One decayed and one not decayed group per network, so that each counts its own steps.
+    networks = [{names[id(p)].split(".")[0] for p in g["params"]} for g in groups]
+    assert sorted(map(sorted, networks)) == [["discriminator"]] * 2 + [["generator"]] * 2
+    kept = [p for g in groups if g["weight_decay"] == 0.0 for p in g["params"]]
+    decayed = [p for g in groups if g["weight_decay"] == 0.01 for p in g["params"]]
+    kept_names = {names[id(p)] for p in kept}
+    decayed_names = {names[id(p)] for p in decayed}
     assert all("LayerNorm" in n or n.endswith("bias") for n in kept_names)
     assert "generator.generator_lm_head.bias" in kept_names
     table = obj.discriminator.electra.embeddings.word_embeddings.weight  # shared, and decayed
-    assert any(p is table for p in decayed["params"]) and not decayed_names & kept_names
-    assert decayed["weight_decay"] == 0.01 and kept["weight_decay"] == 0.0
-    assert len(decayed["params"]) + len(kept["params"]) == len(list(obj.parameters()))
+    assert any(p is table for p in decayed) and not decayed_names & kept_names
+    assert len(decayed) + len(kept) == len(list(obj.parameters()))

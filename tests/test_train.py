@@ -20,7 +20,7 @@ from electra.tokenizer import save_tokenizer, train_tokenizer
 from electra.tracking import read_metrics
 from electra.train import pretrain
 
-from .conftest import shared_data
+from .conftest import shared_data, tiny_cfg
 
 METRIC_KEYS = {
     "step",
@@ -36,41 +36,6 @@ METRIC_KEYS = {
     "elapsed_s",
     "train_flops",
 }
-
-
-@pytest.fixture(scope="module")
-def wikitext_data(tmp_path_factory):
-    """WikiText-2 validation text, a 4k WordPiece vocabulary, packed at seq len 64."""
-    corpus = shared_data("wikitext-2-raw", "wiki.valid.raw")
-    root = tmp_path_factory.mktemp("wikitext")
-    save_tokenizer(train_tokenizer([corpus], vocab_size=4000), root / "tok", lowercase=True)
-    prepare([str(corpus)], root / "tok", seq_len=64, out_dir=root / "data", workers=1)
-    return root / "data"
-
-
-def tiny_cfg(data, **overrides):
-    """A very small model for mechanics tests: seconds per run."""
-    o = {
-        "data.path": str(data),
-        "data.seq_len": 64,
-        "model.hidden_size": 32,
-        "model.embedding_size": 16,
-        "model.num_hidden_layers": 2,
-        "model.num_attention_heads": 2,
-        "model.intermediate_size": 64,
-        "model.hidden_dropout_prob": 0.1,
-        "model.attention_probs_dropout_prob": 0.1,
-        "train.batch_size": 8,
-        "train.steps": 6,
-        "train.warmup_steps": 2,
-        "train.log_every": 2,
-        "train.save_every": 2,
-        "train.keep_last": 2,
-        "train.progress": False,
-        "train.tensorboard": False,
-    }
-    o.update(overrides)
-    return apply_overrides(preset("tiny"), o)
 
 
 def test_metrics_checkpoints_and_model_folders(wikitext_data, tmp_path):

@@ -1,0 +1,352 @@
+"""`electra experiment`: the paper's compute-matched comparison in one command.
+
+Each arm (an objective name, or a label with any config overrides) is pretrained at the same
+training FLOPs (`electra.flops.official_train_flops`, the paper's Table 1 convention), so arms that
+cost more per step take fewer steps. At `points` evenly spaced fractions of the budget the run's
+checkpoint becomes a model folder and is fine-tuned on the chosen GLUE tasks over several seeds,
+so each arm is a line of GLUE score against pretraining FLOPs. OUT holds:
+
+    experiment.json          the resolved plan (arms, steps, FLOPs); a rerun must match it
+    arms/LABEL/pretrain/     the pretraining run (metrics.jsonl, checkpoints, model folders)
+    arms/LABEL/step_N/       the checkpoint's networks as model folders, and finetune/TASK/
+    results.json, results.md the table; glue_vs_flops.png, losses.png the plots
+
+Every finished piece is kept: run the same command again and it continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from electra.checkpoint import checkpoint_dirs
+from electra.config import RunConfig, apply_overrides, preset, write_json_atomic, write_text_atomic
+from electra.data import PretrainingData
+from electra.errors import ElectraError
+from electra.export import export_hf
+from electra.flops import official_train_flops
+from electra.objectives import OBJECTIVES, check_objective
+from electra.pretrained import ROLES, is_model_dir
+from electra.tasks.glue import GLUE
+from electra.tracking import read_metrics
+from electra.train import fit_config_to_data, pretrain
+
+# The loss each family of objectives teaches its encoder, for the loss-curve plot.
+ENCODER_LOSS = ("disc_loss", "main_loss", "mlm_loss")
+
+
+@dataclass
+class Arm:
+    label: str
+    overrides: dict[str, str]
+
+
+def parse_arm(spec: str) -> Arm:
+    """`NAME` (an objective) or `LABEL:section.field=value,section.field=value`."""
+    label, _, rest = spec.partition(":")
+    if not rest:
+        if label not in OBJECTIVES:
+            raise ElectraError(
+                f"arm {spec!r}: a bare arm must be an objective ({', '.join(OBJECTIVES)}); "
+                "otherwise write LABEL:section.field=value,..."
+            )
+        return Arm(label, {"objective.name": label})
+    overrides = {}
+    for item in rest.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or "." not in key:
+            raise ElectraError(f"arm {spec!r}: {item!r} is not section.field=value")
+        overrides[key.strip()] = value.strip()
+    return Arm(label, overrides)
+
+
+@dataclass
+class Plan:
+    """What an experiment runs; saved as OUT/experiment.json and checked on a rerun."""
+
+    preset: str
+    data: str
+    glue: str
+    arms: list[Arm]
+    tasks: list[str]
+    seeds: int = 3
+    flops: float = 0.0  # the budget; 0: what the first arm spends in `steps`
+    steps: int = 0
+    points: int = 1  # fine-tuned checkpoints per arm, evenly spaced over the budget
+    pretrain_set: dict[str, str] = field(default_factory=dict)
+    finetune_set: dict[str, str] = field(default_factory=dict)
+
+
+def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunConfig:
+    """The arm's run config at `steps`, fitted to the data as the trainer fits it (so that its
+    FLOPs are the ones the run logs). Two-stage and adversarial arms that leave their switch
+    unset switch at half the steps (the paper's n + n) and at a tenth of them."""
+    values = {**plan.pretrain_set, **arm.overrides, "data.path": plan.data, "train.steps": steps}
+    cfg = apply_overrides(preset(plan.preset), values, source=f"arm {arm.label}")
+    cfg = fit_config_to_data(cfg, data, keep_vocab=False)
+    o = cfg.objective
+    if o.name == "two_stage" and "objective.two_stage_steps" not in values:
+        cfg = replace(cfg, objective=replace(o, two_stage_steps=max(1, steps // 2)))
+    if o.name == "adversarial" and "objective.adversarial_mlm_steps" not in values:
+        cfg = replace(cfg, objective=replace(o, adversarial_mlm_steps=steps // 10))
+    return cfg
+
+
+def steps_for_budget(plan: Plan, arm: Arm, budget: float, data: PretrainingData) -> int:
+    """The most steps whose training FLOPs stay within `budget` (FLOPs grow with steps)."""
+
+    def fits(steps: int) -> bool:
+        return official_train_flops(arm_config(plan, arm, steps, data)) <= budget
+
+    low, high = 1, 2
+    while fits(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
+def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
+    """Per arm: steps, FLOPs and the checkpoints to fine-tune, checked before anything runs."""
+    if not plan.arms:
+        raise ElectraError("an experiment needs at least one --arm")
+    labels = [a.label for a in plan.arms]
+    if len(set(labels)) != len(labels):
+        raise ElectraError(f"arm labels must differ (got {', '.join(labels)})")
+    for task in plan.tasks:
+        if task not in GLUE:
+            raise ElectraError(f"task {task!r} is not a GLUE task: choose from {', '.join(GLUE)}")
+        if not (Path(plan.glue) / GLUE[task].submission).is_dir():
+            raise ElectraError(f"{Path(plan.glue) / GLUE[task].submission} not found (--glue)")
+
+    if plan.flops > 0:
+        budget = plan.flops
+    elif plan.steps > 0:
+        budget = official_train_flops(arm_config(plan, plan.arms[0], plan.steps, data))
+    else:
+        raise ElectraError("give the budget: --flops F, or --steps N for the first arm")
+    arms = {}
+    for arm in plan.arms:
+        steps = steps_for_budget(plan, arm, budget, data)
+        cfg = arm_config(plan, arm, steps, data)
+        check_objective(cfg)
+        points = sorted({max(1, round(steps * (i + 1) / plan.points)) for i in range(plan.points)})
+        arms[arm.label] = {
+            "overrides": arm.overrides,
+            "objective": cfg.objective.name,
+            "steps": steps,
+            "train_flops": official_train_flops(cfg),
+            "points": {str(p): official_train_flops(cfg, steps=p) for p in points},
+        }
+    return {"budget": budget, "arms": arms}
+
+
+def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
+    out = Path(out)
+    data = PretrainingData(plan.data)
+    resolved = resolve(plan, data)
+    record = {"plan": _plan_dict(plan), **resolved}
+    saved = out / "experiment.json"
+    if saved.is_file():
+        before = json.loads(saved.read_text())
+        if before["plan"] != record["plan"]:
+            raise ElectraError(
+                f"{out} holds another experiment ({saved} differs): choose another --out"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(saved, record)
+
+    for arm in plan.arms:
+        info = resolved["arms"][arm.label]
+        cfg = arm_config(plan, arm, info["steps"], data)
+        for point in map(int, info["points"]):
+            models = pretrain_to(plan, arm, info["steps"], point, out / "arms" / arm.label, data)
+            encoder = encoder_folder(cfg, models, point)
+            for task in plan.tasks:
+                finetune_point(plan, encoder, task)
+            write_results(plan, resolved, out)
+    return write_results(plan, resolved, out)
+
+
+def pretrain_to(
+    plan: Plan, arm: Arm, steps: int, point: int, arm_dir: Path, data: PretrainingData
+) -> Path:
+    """Trains the arm's run up to step `point` (resuming it) and returns the folder of that
+    checkpoint's networks as model folders."""
+    models = arm_dir / f"step_{point}"
+    if (models / "experiment-point.json").is_file():
+        return models
+    run = arm_dir / "pretrain"
+    done = {int(p.name.split("_")[1]) for p in checkpoint_dirs(run)}
+    if not done and run.exists():
+        shutil.rmtree(run)  # stopped before its first checkpoint: nothing to resume
+    if point not in done:
+        cfg = arm_config(plan, arm, steps, data)
+        cfg = replace(cfg, train=replace(cfg.train, stop_after=point))
+        start = time.perf_counter()
+        pretrain(cfg, run, resume=bool(done))
+        print(
+            f"experiment: {arm.label} pretrained to step {point}/{steps} "
+            f"({(time.perf_counter() - start) / 60:.1f} min)",
+            file=sys.stderr,
+        )
+    if models.exists():
+        shutil.rmtree(models)
+    export_hf(run, models, step=point)
+    write_json_atomic(models / "experiment-point.json", {"step": point})
+    return models
+
+
+def encoder_folder(cfg: RunConfig, models: Path, step: int) -> Path:
+    """The network to fine-tune after `step` steps: the discriminator, or the MLM model; for
+    two_stage, the generator until the switch (the discriminator has not trained yet)."""
+    if cfg.objective.name == "two_stage" and step <= cfg.objective.two_stage_steps:
+        return models / "generator"
+    return next(models / r for r in ROLES if is_model_dir(models / r))
+
+
+def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
+    from electra.finetune import finetune, finetune_config
+
+    out = encoder.parent / "finetune" / task
+    summary = out / "summary.json"
+    if summary.is_file():
+        return json.loads(summary.read_text())
+    cfg = finetune_config(
+        {**plan.finetune_set, "seeds": plan.seeds, "progress": False}, source="--finetune-set"
+    )
+    results = finetune(
+        encoder, task, Path(plan.glue) / GLUE[task].submission, out, cfg, overwrite=True
+    )
+    metric = results["main_metric"]
+    row = {
+        "metric": metric,
+        "median": results["metrics"][metric],
+        "min": results["spread"][metric]["min"],
+        "max": results["spread"][metric]["max"],
+        "per_seed": [s["metrics"][metric] for s in results["per_seed"]],
+    }
+    write_json_atomic(summary, {**row, "model": str(encoder)})
+    return row
+
+
+def collect(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Every finished point's scores: {arm: [{step, train_flops, tasks: {task: row}, glue}]}."""
+    table: dict[str, list[dict[str, Any]]] = {}
+    for arm in plan.arms:
+        info = resolved["arms"][arm.label]
+        rows = []
+        for point, flops in info["points"].items():
+            ft = out / "arms" / arm.label / f"step_{point}" / "finetune"
+            tasks = {
+                t: json.loads((ft / t / "summary.json").read_text())
+                for t in plan.tasks
+                if (ft / t / "summary.json").is_file()
+            }
+            if not tasks:
+                continue
+            glue = sum(r["median"] for r in tasks.values()) / len(tasks)
+            complete = len(tasks) == len(plan.tasks)
+            rows.append(
+                {
+                    "step": int(point),
+                    "train_flops": flops,
+                    "tasks": tasks,
+                    "glue": glue if complete else None,
+                }
+            )
+        table[arm.label] = rows
+    return table
+
+
+def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, Any]:
+    table = collect(plan, resolved, out)
+    results = {"budget": resolved["budget"], "tasks": plan.tasks, "arms": table}
+    write_json_atomic(out / "results.json", results)
+    lines = [
+        f"Budget: {resolved['budget']:.3g} training FLOPs per arm (official convention); "
+        f"median of {plan.seeds} fine-tuning seeds (min–max); GLUE = mean of the task medians.",
+        "",
+        "| arm | objective | steps | train FLOPs | " + " | ".join(plan.tasks) + " | GLUE |",
+        "|---|---|---|---|" + "---|" * len(plan.tasks) + "---|",
+    ]
+    for arm in plan.arms:
+        info = resolved["arms"][arm.label]
+        rows = table[arm.label]
+        last = rows[-1] if rows and rows[-1]["step"] == info["steps"] else None
+        cells = []
+        for task in plan.tasks:
+            r = last["tasks"].get(task) if last else None
+            cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f})" if r else "…")
+        glue = f"{last['glue']:.1f}" if last and last["glue"] is not None else "…"
+        lines.append(
+            f"| {arm.label} | {info['objective']} | {info['steps']} | "
+            f"{info['train_flops']:.3g} | " + " | ".join(cells) + f" | {glue} |"
+        )
+    write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
+    plot_experiment(plan, table, out)
+    return results
+
+
+def plot_experiment(plan: Plan, table: dict[str, list[dict[str, Any]]], out: Path) -> None:
+    """glue_vs_flops.png (a line per arm) and losses.png (each arm's encoder loss against
+    FLOPs, and its generator's MLM loss)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for label, rows in table.items():
+        pts = [(r["train_flops"], r["glue"]) for r in rows if r["glue"] is not None]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("pretraining FLOPs (official convention)")
+    ax.set_ylabel(f"GLUE dev ({', '.join(plan.tasks)}; mean of medians)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    _save(fig, out / "glue_vs_flops.png")
+
+    fig, (enc, gen) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for arm in plan.arms:
+        rows = read_metrics(out / "arms" / arm.label / "pretrain")
+        key = next((k for k in ENCODER_LOSS if any(k in r for r in rows)), None)
+        if key is None:
+            continue
+        pts = [(r["train_flops"], r[key]) for r in rows if key in r]
+        enc.plot(*zip(*pts, strict=True), label=f"{arm.label} ({key})")
+        if key != "mlm_loss":
+            pts = [(r["train_flops"], r["mlm_loss"]) for r in rows if "mlm_loss" in r]
+            if pts:
+                gen.plot(*zip(*pts, strict=True), label=arm.label)
+    for ax, title in ((enc, "the encoder's loss"), (gen, "the generator's MLM loss")):
+        ax.set_xlabel("pretraining FLOPs")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend()
+    _save(fig, out / "losses.png")
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def _plan_dict(plan: Plan) -> dict[str, Any]:
+    d = {k: getattr(plan, k) for k in plan.__dataclass_fields__}
+    d["arms"] = [{"label": a.label, "overrides": a.overrides} for a in plan.arms]
+    return d

@@ -1,0 +1,183 @@
+"""What every pretraining objective shares: the registry, the step output, and the masked-LM and
+corruption steps the objectives are built from.
+
+An objective is an `nn.Module` that owns the networks it trains and maps a batch to a loss plus
+detached statistics; the encoders in `electra.model` know nothing of it. Each objective is one
+class registered under its `objective.name`; the trainer builds it with `build_objective`, calls
+`begin_step` before each optimizer step and the module itself on each micro-batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.config import ModelConfig, ObjectiveConfig, RunConfig
+from electra.errors import ElectraError
+from electra.model import ElectraForMaskedLM, gather_positions
+from electra.objectives.losses import masked_lm_loss, weighted_mean
+from electra.objectives.masking import Masked, mask_tokens, replace_tokens
+from electra.objectives.sampling import sample_categorical, sample_tokens
+from electra.tokenizer import SpecialIds
+
+OBJECTIVES: dict[str, type[Objective]] = {}
+
+
+def register(name: str):
+    """Class decorator: makes an objective available as `objective.name=<name>`."""
+
+    def add(cls: type[Objective]) -> type[Objective]:
+        cls.name = name
+        OBJECTIVES[name] = cls
+        return cls
+
+    return add
+
+
+def objective_class(name: str) -> type[Objective]:
+    if name not in OBJECTIVES:
+        raise ElectraError(
+            f"objective.name={name!r} is unknown: choose one of {', '.join(OBJECTIVES)}"
+        )
+    return OBJECTIVES[name]
+
+
+@dataclass
+class StepOutput:
+    loss: torch.Tensor
+    # Detached scalars, averaged by the trainer over a logging window (over the steps that report
+    # them: an objective may report some only in part of its schedule).
+    stats: dict[str, torch.Tensor]
+    disc_logits: torch.Tensor | None = None  # [B, T], detached: for the discriminator's AUC
+    disc_labels: torch.Tensor | None = None
+    real_mask: torch.Tensor | None = None  # where the AUC is taken
+
+
+@dataclass
+class MaskedLM:
+    """A masked batch and an MLM model's outputs at its slots."""
+
+    masked: Masked
+    hidden: torch.Tensor  # [B, N, H] encoder states at the slots
+    logits: torch.Tensor  # [B, N, V]
+    probs: torch.Tensor  # [B, N, V] softmax, no gradient
+    loss: torch.Tensor  # mean cross-entropy over the used slots
+    acc: torch.Tensor
+
+
+@dataclass
+class Corruption:
+    """A batch after masking and generator sampling (ELECTRA.md §2.3)."""
+
+    gen: MaskedLM  # the generator's step
+    sampled: torch.Tensor  # [B, N] a sample per slot
+    corrupted: torch.Tensor  # [B, T] the samples written into the input
+    replaced: torch.Tensor  # [B, T] bool: real tokens that now differ from the original
+
+    @property
+    def masked(self) -> Masked:
+        return self.gen.masked
+
+
+class Objective(nn.Module):
+    """Settings, special ids and the static slot count, plus the steps objectives share."""
+
+    name: ClassVar[str] = ""
+    # The `objective.sharing` values this objective can build (ELECTRA.md §2.3, §9 for gdes).
+    sharings: ClassVar[tuple[str, ...]] = ("none", "embeddings")
+
+    def __init__(self, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int):
+        super().__init__()
+        self.cfg = cfg
+        self.special = special
+        self.num_slots = cfg.num_predictions(seq_len)
+
+    @classmethod
+    def build(
+        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    ) -> Objective:
+        """The objective with its networks freshly initialised."""
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, run: RunConfig) -> None:
+        """Refuses settings this objective cannot train, with one line naming the field."""
+        if run.objective.sharing not in cls.sharings:
+            raise ElectraError(
+                f"objective.sharing={run.objective.sharing} is not available with "
+                f"objective.name={cls.name}: choose one of {', '.join(cls.sharings)}"
+            )
+
+    def models(self) -> dict[str, nn.Module]:
+        """The trained networks by role, as plain ELECTRA models: each becomes a model folder."""
+        raise NotImplementedError
+
+    def begin_step(self, step: int) -> None:
+        """Called before optimizer step `step` (0-based); objectives that change with the
+        schedule act here."""
+
+    def masked_lm_step(
+        self,
+        model: ElectraForMaskedLM,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+    ) -> MaskedLM:
+        """Masks the batch and runs `model` with its vocabulary head at the slots only."""
+        vocab = model.config.vocab_size
+        m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
+        hidden = gather_positions(
+            model.electra(m.input_ids, token_type_ids, attention_mask), m.positions
+        )
+        logits = model.logits(hidden)
+        loss, acc, probs = masked_lm_loss(logits, m.targets, m.weights)
+        return MaskedLM(m, hidden, logits, probs, loss, acc)
+
+    def corrupt(
+        self,
+        generator: ElectraForMaskedLM,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+    ) -> Corruption:
+        """The generator's masked-LM step and a sample per slot written into the input (no
+        gradient flows through the samples)."""
+        g = self.masked_lm_step(generator, input_ids, token_type_ids, attention_mask)
+        if self.cfg.temperature == 1.0:
+            sampled = sample_categorical(g.probs)  # the softmax the loss already took
+        else:
+            sampled = sample_tokens(g.logits, self.cfg.temperature)
+        corrupted, replaced = replace_tokens(input_ids, attention_mask, g.masked, sampled)
+        return Corruption(g, sampled, corrupted, replaced)
+
+
+def binary_loss(
+    logits: torch.Tensor, labels: torch.Tensor, where: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The discriminator's sigmoid cross-entropy as a token-level mean over `where` (ELECTRA.md
+    §2.3: all real tokens, [CLS] and [SEP] included), and its accuracy and positive rate there."""
+    per_token = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")
+    loss = weighted_mean(per_token, where)
+    with torch.no_grad():
+        stats = {
+            "disc_loss": loss.detach(),
+            "disc_acc": weighted_mean(((logits > 0) == labels).float(), where),
+            "replaced_frac": weighted_mean(labels.float(), where),
+        }
+    return loss, stats
+
+
+def build_objective(
+    model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+) -> Objective:
+    """The objective `cfg.name` names, its networks freshly initialised."""
+    return objective_class(cfg.name).build(model_cfg, cfg, special, seq_len)
+
+
+def check_objective(run: RunConfig) -> None:
+    """Refuses a run whose objective settings do not fit together, before anything is written."""
+    objective_class(run.objective.name).check(run)

@@ -1,0 +1,84 @@
+"""Replaced token detection (ELECTRA.md §2.3) and Table 5's ELECTRA 15%.
+
+- `electra`: a small generator fills the masked slots with its samples, the discriminator labels
+  every real token original or replaced; loss = gen_weight * MLM + disc_weight * RTD (1 and 50).
+- `electra15`: the same, with the discriminator's loss (and its AUC) only at the positions that
+  were masked out, the ~15% a BERT would learn from.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from electra.config import ModelConfig, ObjectiveConfig
+from electra.model import ElectraForMaskedLM, ElectraForPreTraining
+from electra.objectives.base import (
+    Corruption,
+    Objective,
+    StepOutput,
+    binary_loss,
+    register,
+)
+from electra.objectives.masking import selected_positions
+from electra.objectives.sharing import build_pair, plain
+from electra.tokenizer import SpecialIds
+
+
+@register("electra")
+class ReplacedTokenDetection(Objective):
+    """ELECTRA: generator MLM loss + disc_weight * discriminator loss over all real tokens."""
+
+    sharings = ("none", "embeddings", "all", "gdes")
+
+    def __init__(
+        self,
+        generator: ElectraForMaskedLM,
+        discriminator: ElectraForPreTraining,
+        cfg: ObjectiveConfig,
+        special: SpecialIds,
+        seq_len: int,
+    ):
+        super().__init__(cfg, special, seq_len)
+        self.generator = generator
+        self.discriminator = discriminator
+
+    @classmethod
+    def build(
+        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    ) -> ReplacedTokenDetection:
+        generator, discriminator = build_pair(model_cfg, cfg)
+        return cls(generator, discriminator, cfg, special, seq_len)
+
+    def models(self) -> dict[str, nn.Module]:
+        return {"discriminator": plain(self.discriminator), "generator": self.generator}
+
+    def loss_positions(self, c: Corruption, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Where the discriminator's loss is taken: every real token."""
+        return attention_mask.bool()
+
+    def discriminate(
+        self, c: Corruption, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, StepOutput]:
+        """The discriminator's loss on a corrupted batch, and the step output without a loss."""
+        logits = self.discriminator(c.corrupted, token_type_ids, attention_mask).float()
+        where = self.loss_positions(c, attention_mask)
+        loss, stats = binary_loss(logits, c.replaced, where)
+        return loss, StepOutput(loss, stats, logits.detach(), c.replaced, where)
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
+        disc_loss, out = self.discriminate(c, token_type_ids, attention_mask)
+        out.loss = self.cfg.gen_weight * c.gen.loss + self.cfg.disc_weight * disc_loss
+        out.stats.update(mlm_loss=c.gen.loss.detach(), mlm_acc=c.gen.acc)
+        return out
+
+
+@register("electra15")
+class Electra15(ReplacedTokenDetection):
+    """Table 5's ELECTRA 15%: the discriminator learns only from the masked-out positions."""
+
+    def loss_positions(self, c: Corruption, attention_mask: torch.Tensor) -> torch.Tensor:
+        return selected_positions(attention_mask, c.masked.positions, c.masked.writes)

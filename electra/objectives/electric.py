@@ -1,0 +1,149 @@
+"""Electric (ELECTRA.md §3; Clark et al. 2020, "Pre-Training Transformers as Energy-Based Cloze
+Models"): the discriminator's raw output s_t is an energy E(x)_t, trained by noise-contrastive
+estimation against a two-tower cloze noise model q.
+
+- q(x_t | x_\\t): two causal towers of the generator's size read the *unmasked* input, one left to
+  right, one right to left, sharing embeddings; position t concatenates the left tower's state at
+  t-1 and the right tower's at t+1, so it never sees its own token, and a tied softmax head turns
+  that into cloze logits at every position. It learns by maximum likelihood over all real,
+  non-special tokens (the official `_get_cloze_outputs`).
+- Noise: the usual masking draws the positions (with replacement, round(15%) per row), and each
+  is replaced by a sample from q there. Every written position is labelled noise, even a sample
+  equal to the original (the official labels).
+- The discriminator's logit for "noise" is s_t + stop_gradient(log q(x̃_t | x_\\t)) +
+  log(mask_prob / (1 - mask_prob)), log q taken at the token actually present, exactly as the
+  official `_get_discriminator_output` computes it; sigmoid cross-entropy over all real tokens.
+
+The run's `discriminator` folder is the energy model (an `ElectraForPreTraining` whose logit is
+E(x)_t, not a probability of replacement); `electra score-text` turns it into pseudo-log-likelihoods.
+The two towers have no Hugging Face counterpart and stay in the run's checkpoints.
+One departure: the towers' edges see zeros where the official code's roll wraps around
+(position 0 and the last position, never predicted: [CLS] and [SEP] or padding).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.config import ModelConfig, ObjectiveConfig, generator_config
+from electra.model import (
+    ElectraEmbeddings,
+    ElectraForPreTraining,
+    ElectraGeneratorPredictions,
+    ElectraModel,
+    init_weights,
+)
+from electra.objectives.base import Objective, StepOutput, binary_loss, register
+from electra.objectives.losses import argmax_hits, token_nll, weighted_mean
+from electra.objectives.masking import (
+    first_writes,
+    predictable,
+    select_positions,
+    selected_positions,
+    write_slots,
+)
+from electra.objectives.sampling import sample_categorical, sample_tokens
+from electra.ops import Linear
+from electra.tokenizer import SpecialIds
+
+
+class TwoTowerClozeGenerator(nn.Module):
+    """q(x_t | x_\\t) at every position from a left-to-right and a right-to-left encoder."""
+
+    def __init__(self, cfg: ModelConfig, embeddings: ElectraEmbeddings | None = None):
+        super().__init__()
+        self.config = cfg
+        shared = embeddings if embeddings is not None else ElectraEmbeddings(cfg)
+        self.ltr = ElectraModel(cfg, shared)
+        self.rtl = ElectraModel(cfg, shared)
+        head = replace(cfg, hidden_size=2 * cfg.hidden_size)  # reads both towers' states
+        self.generator_predictions = ElectraGeneratorPredictions(head)
+        self.generator_lm_head = Linear(cfg.embedding_size, cfg.vocab_size)
+        init_weights(self, cfg.initializer_range, skip=embeddings)
+        self.generator_lm_head.weight = shared.word_embeddings.weight
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Cloze logits [B, T, V]."""
+        t = input_ids.shape[1]
+        lower = torch.ones(t, t, dtype=torch.bool, device=input_ids.device).tril()
+        eye = torch.eye(t, dtype=torch.bool, device=input_ids.device)
+        keys = attention_mask.bool()[:, None, :]
+        # Query i attends to real keys on its side; always to itself, so that no row of a padded
+        # query is empty (an all-masked softmax row is NaN).
+        ltr = self.ltr(input_ids, token_type_ids, ((lower & keys) | eye)[:, None])
+        rtl = self.rtl(input_ids, token_type_ids, ((lower.T & keys) | eye)[:, None])
+        left = F.pad(ltr[:, :-1], (0, 0, 1, 0))  # position t gets ltr[t - 1]
+        right = F.pad(rtl[:, 1:], (0, 0, 0, 1))  # and rtl[t + 1]
+        return self.generator_lm_head(self.generator_predictions(torch.cat([left, right], -1)))
+
+
+@register("electric")
+class Electric(Objective):
+    def __init__(
+        self,
+        generator: TwoTowerClozeGenerator,
+        discriminator: ElectraForPreTraining,
+        cfg: ObjectiveConfig,
+        special: SpecialIds,
+        seq_len: int,
+    ):
+        super().__init__(cfg, special, seq_len)
+        self.generator = generator
+        self.discriminator = discriminator
+        self.log_noise_ratio = math.log(cfg.mask_prob / (1 - cfg.mask_prob))
+
+    @classmethod
+    def build(
+        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    ) -> Electric:
+        discriminator = ElectraForPreTraining(model_cfg)
+        shared = discriminator.electra.embeddings if cfg.sharing == "embeddings" else None
+        generator = TwoTowerClozeGenerator(generator_config(model_cfg, cfg), shared)
+        return cls(generator, discriminator, cfg, special, seq_len)
+
+    def models(self) -> dict[str, nn.Module]:
+        return {"discriminator": self.discriminator}
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        logits = self.generator(input_ids, token_type_ids, attention_mask)
+        nll, probs = token_nll(logits, input_ids)
+        targets = predictable(input_ids, attention_mask, self.special)
+        cloze_loss = weighted_mean(nll, targets)
+
+        positions, weights = select_positions(
+            input_ids,
+            attention_mask,
+            self.special,
+            self.cfg.mask_prob,
+            self.num_slots,
+            self.cfg.distinct_positions,
+        )
+        writes = first_writes(positions, weights)
+        index = positions[..., None].expand(-1, -1, probs.shape[-1])
+        if self.cfg.temperature == 1.0:
+            sampled = sample_categorical(probs.gather(1, index))
+        else:
+            sampled = sample_tokens(logits.gather(1, index), self.cfg.temperature)
+        noised = write_slots(input_ids, positions, sampled, writes)
+        noise = selected_positions(input_ids, positions, writes)
+
+        energy = self.discriminator(noised, token_type_ids, attention_mask).float()
+        with torch.no_grad():  # log q of the token present, a constant of the NCE logit
+            log_q = probs.gather(-1, noised[..., None]).squeeze(-1).clamp(min=1e-30).log()
+        logit = energy + log_q + self.log_noise_ratio
+        disc_loss, stats = binary_loss(logit, noise, attention_mask)
+        stats.update(
+            mlm_loss=cloze_loss.detach(),
+            mlm_acc=weighted_mean(argmax_hits(probs, input_ids), targets),
+        )
+        loss = self.cfg.gen_weight * cloze_loss + self.cfg.disc_weight * disc_loss
+        return StepOutput(loss, stats, logit.detach(), noise, attention_mask.bool())

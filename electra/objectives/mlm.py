@@ -1,0 +1,148 @@
+"""Masked-language-model objectives: BERT and Table 5's two steps from BERT towards ELECTRA.
+
+- `mlm`: BERT, one full-size MLM model trained at the masked slots only.
+- `replace_mlm`: MLM whose masked slots hold a small generator's samples instead of [MASK]
+  (the generator trained jointly with its own MLM loss, as ELECTRA's); the full-size model
+  predicts the original tokens at the slots only.
+- `all_tokens_mlm`: Replace MLM predicting every real, non-special token, with the paper's copy
+  mechanism: a sigmoid gate D(x, t) on the hidden state gives
+  p(x_t) = D * [x_t is the token in the input] + (1 - D) * softmax(x_t).
+  The gate's weights live in the run's checkpoints; the exported `mlm` folder is the encoder with
+  its softmax head, which Hugging Face can load (the gate has no HF counterpart).
+
+The full-size model is an `ElectraForMaskedLM`, saved as the run's `mlm` folder.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.config import ModelConfig, ObjectiveConfig
+from electra.model import ElectraDiscriminatorPredictions, ElectraForMaskedLM, init_weights
+from electra.objectives.base import Objective, StepOutput, register
+from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
+from electra.objectives.masking import predictable
+from electra.objectives.sharing import build_pair
+from electra.tokenizer import SpecialIds
+
+
+@register("mlm")
+class MaskedLanguageModeling(Objective):
+    """The BERT baseline: one full-size MLM model trained on the masked slots only."""
+
+    sharings = ("none", "embeddings")  # there is no second network: the setting changes nothing
+
+    def __init__(
+        self, model: ElectraForMaskedLM, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    ):
+        super().__init__(cfg, special, seq_len)
+        self.mlm = model
+
+    @classmethod
+    def build(
+        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    ) -> MaskedLanguageModeling:
+        return cls(ElectraForMaskedLM(model_cfg), cfg, special, seq_len)
+
+    def models(self) -> dict[str, nn.Module]:
+        return {"mlm": self.mlm}
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        out = self.masked_lm_step(self.mlm, input_ids, token_type_ids, attention_mask)
+        return StepOutput(out.loss, {"mlm_loss": out.loss.detach(), "mlm_acc": out.acc})
+
+
+@register("replace_mlm")
+class ReplaceMLM(Objective):
+    """Table 5's Replace MLM: generator samples, not [MASK], fill the slots the model predicts."""
+
+    def __init__(
+        self,
+        generator: ElectraForMaskedLM,
+        model: ElectraForMaskedLM,
+        cfg: ObjectiveConfig,
+        special: SpecialIds,
+        seq_len: int,
+    ):
+        super().__init__(cfg, special, seq_len)
+        self.generator = generator
+        self.mlm = model
+
+    @classmethod
+    def build(
+        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    ) -> ReplaceMLM:
+        generator, model = build_pair(model_cfg, cfg, main=ElectraForMaskedLM)
+        return cls(generator, model, cfg, special, seq_len)
+
+    def models(self) -> dict[str, nn.Module]:
+        return {"mlm": self.mlm, "generator": self.generator}
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
+        m = c.masked
+        logits = self.mlm(c.corrupted, token_type_ids, attention_mask, m.positions)
+        loss, acc, _ = masked_lm_loss(logits, m.targets, m.weights)
+        stats = {
+            "mlm_loss": c.gen.loss.detach(),
+            "mlm_acc": c.gen.acc,
+            "main_loss": loss.detach(),
+            "main_acc": acc,
+            "replaced_frac": weighted_mean(c.replaced.float(), attention_mask),
+        }
+        return StepOutput(self.cfg.gen_weight * c.gen.loss + loss, stats)
+
+
+@register("all_tokens_mlm")
+class AllTokensMLM(ReplaceMLM):
+    """Table 5's All-Tokens MLM: Replace MLM predicting every token, with a copy gate."""
+
+    def __init__(
+        self,
+        generator: ElectraForMaskedLM,
+        model: ElectraForMaskedLM,
+        cfg: ObjectiveConfig,
+        special: SpecialIds,
+        seq_len: int,
+    ):
+        super().__init__(generator, model, cfg, special, seq_len)
+        self.copy_gate = ElectraDiscriminatorPredictions(model.config)
+        init_weights(self.copy_gate, model.config.initializer_range)
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
+        hidden = self.mlm.electra(c.corrupted, token_type_ids, attention_mask)
+        logits = self.mlm.logits(hidden)
+        gate = self.copy_gate(hidden).float()  # the logit of D
+        nll, probs = token_nll(logits, input_ids)
+        log_p = copy_mixture_log_prob(gate, -nll, c.corrupted == input_ids)
+        where = predictable(input_ids, attention_mask, self.special)
+        loss = weighted_mean(-log_p, where)
+        stats = {
+            "mlm_loss": c.gen.loss.detach(),
+            "mlm_acc": c.gen.acc,
+            "main_loss": loss.detach(),
+            "main_acc": weighted_mean(argmax_hits(probs, input_ids), where),  # the softmax's
+            "copy_gate": weighted_mean(torch.sigmoid(gate.detach()), where),
+            "replaced_frac": weighted_mean(c.replaced.float(), attention_mask),
+        }
+        return StepOutput(self.cfg.gen_weight * c.gen.loss + loss, stats)
+
+
+def copy_mixture_log_prob(
+    gate_logit: torch.Tensor, softmax_log_prob: torch.Tensor, is_copy: torch.Tensor
+) -> torch.Tensor:
+    """log(D * copy + (1 - D) * p) of the original token, with D = sigmoid(gate_logit), p its
+    softmax probability and copy 1 where the input shows it; stable for any logit."""
+    from_softmax = F.logsigmoid(-gate_logit) + softmax_log_prob
+    return torch.where(
+        is_copy, torch.logaddexp(F.logsigmoid(gate_logit), from_softmax), from_softmax
+    )

@@ -1,0 +1,61 @@
+"""Two-stage ELECTRA (the paper's §3.2 training alternative): train the generator alone with its
+MLM loss for `objective.two_stage_steps` steps, copy its encoder into the discriminator, then train
+the discriminator with the generator frozen (it still samples, with dropout on, as in ELECTRA).
+
+The copy needs equal sizes and two separate networks (`sharing none`); the discriminator's head
+starts fresh. One learning-rate schedule spans both stages. The paper found this below joint
+training; it is here to reproduce that comparison.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from electra.config import RunConfig, generator_config
+from electra.errors import ElectraError
+from electra.objectives.base import StepOutput, register
+from electra.objectives.electra import ReplacedTokenDetection
+
+
+@register("two_stage")
+class TwoStage(ReplacedTokenDetection):
+    sharings = ("none",)
+
+    @classmethod
+    def check(cls, run: RunConfig) -> None:
+        super().check(run)
+        if generator_config(run.model, run.objective) != run.model:
+            raise ElectraError(
+                "objective.name=two_stage initialises the discriminator from the generator, so "
+                "they need one size: set objective.generator_hidden_fraction=1 and "
+                "objective.generator_layers_fraction=1"
+            )
+        if not 0 < run.objective.two_stage_steps < run.train.steps:
+            raise ElectraError(
+                f"objective.two_stage_steps={run.objective.two_stage_steps} must be between 0 and "
+                f"train.steps={run.train.steps}: the step at which the discriminator takes over"
+            )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.second_stage = False
+
+    def begin_step(self, step: int) -> None:
+        switch = self.cfg.two_stage_steps
+        if step == switch:  # a run resumed later has the discriminator's weights in its checkpoint
+            with torch.no_grad():
+                self.discriminator.electra.load_state_dict(self.generator.electra.state_dict())
+        self.second_stage = step >= switch
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        if not self.second_stage:
+            out = self.masked_lm_step(self.generator, input_ids, token_type_ids, attention_mask)
+            return StepOutput(out.loss, {"mlm_loss": out.loss.detach(), "mlm_acc": out.acc})
+        with torch.no_grad():
+            c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
+        disc_loss, out = self.discriminate(c, token_type_ids, attention_mask)
+        out.loss = self.cfg.disc_weight * disc_loss
+        out.stats.update(mlm_loss=c.gen.loss, mlm_acc=c.gen.acc)
+        return out

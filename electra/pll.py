@@ -1,0 +1,61 @@
+"""Electric's pseudo-log-likelihood of text (Clark et al. 2020, §re-ranking): the energy model
+gives log p(x_t | x_\\t) = -E(x)_t up to a normaliser that NCE training drives towards 1, so a
+text's score is -Σ_t E(x)_t over its word pieces ([CLS] and [SEP] left out), from one forward pass
+(a masked LM needs one pass per token). Higher is more likely; used to re-rank candidates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from electra.config import RunConfig
+from electra.errors import ElectraError
+from electra.model import ElectraForPreTraining
+from electra.pretrained import load_pretrained
+
+
+def trained_objective(model_path: Path) -> str | None:
+    """The objective of the run a model folder came from, when it can be told (a run folder, or
+    a run's discriminator/ folder); None for a bare or exported folder."""
+    for run in (model_path, model_path.parent):
+        if (run / "config.json").is_file() and (run / "checkpoints").is_dir():
+            return RunConfig.load(run / "config.json").objective.name
+    return None
+
+
+def pseudo_log_likelihood(model_path: str | Path, texts: list[str]) -> list[dict]:
+    """For each text: {"text", "pll", "tokens", "energies"} under an Electric energy model."""
+    model_path = Path(model_path)
+    objective = trained_objective(model_path)
+    if objective not in (None, "electric"):
+        raise ElectraError(
+            f"{model_path} was pretrained with objective.name={objective}: its logits are not "
+            "energies; score-text needs a model pretrained with objective.name=electric"
+        )
+    model, tokenizer = load_pretrained(model_path)
+    if not isinstance(model, ElectraForPreTraining):
+        raise ElectraError(
+            f"{model_path} is a {type(model).__name__}: score-text needs an Electric "
+            "discriminator (a run folder or its discriminator/ folder)"
+        )
+    model.eval()
+    limit = model.config.max_position_embeddings
+    results = []
+    for text in texts:
+        enc = tokenizer.encode(text)
+        ids, types = enc.ids[:limit], enc.type_ids[:limit]
+        with torch.no_grad():
+            energy = model(torch.tensor([ids]), torch.tensor([types]))[0].float()
+        keep = torch.tensor(enc.special_tokens_mask[:limit]) == 0
+        energies = energy[keep]
+        results.append(
+            {
+                "text": text,
+                "pll": -energies.sum().item(),
+                "tokens": int(keep.sum()),
+                "energies": [round(e, 4) for e in energies.tolist()],
+            }
+        )
+    return results

@@ -1,0 +1,115 @@
+"""`electra experiment`: arms at equal training FLOPs, fine-tuned checkpoints, tables, plots, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from electra import experiment
+from electra.cli import main
+from electra.data import PretrainingData
+from electra.errors import ElectraError
+from electra.experiment import Arm, Plan, arm_config, parse_arm, resolve
+from electra.flops import official_train_flops
+
+from .conftest import shared_data
+
+TINY = {
+    "model.hidden_size": "32",
+    "model.embedding_size": "16",
+    "model.num_hidden_layers": "2",
+    "model.num_attention_heads": "2",
+    "model.intermediate_size": "64",
+    "train.batch_size": "8",
+    "train.warmup_steps": "2",
+    "train.log_every": "5",
+    "train.save_every": "100",
+    "train.progress": "false",
+    "train.tensorboard": "false",
+}
+
+
+def test_arms_parse():
+    assert parse_arm("electra15") == Arm("electra15", {"objective.name": "electra15"})
+    arm = parse_arm("bert-80-10-10:objective.name=mlm,objective.mask_frac=0.8")
+    assert arm.label == "bert-80-10-10"
+    assert arm.overrides == {"objective.name": "mlm", "objective.mask_frac": "0.8"}
+    with pytest.raises(ElectraError, match="a bare arm must be an objective"):
+        parse_arm("bert")
+    with pytest.raises(ElectraError, match="is not section.field=value"):
+        parse_arm("x:lr=1")
+
+
+def _plan(data, glue, **kw):
+    fields = dict(
+        preset="tiny",
+        data=str(data),
+        glue=str(glue),
+        arms=[parse_arm("electra"), parse_arm("mlm"), parse_arm("two_stage")],
+        tasks=["rte"],
+        seeds=1,
+        steps=20,
+        pretrain_set=TINY,
+    )
+    return Plan(**{**fields, **kw})
+
+
+def test_arms_get_the_same_training_flops(wikitext_data):
+    glue = shared_data("glue")
+    two_stage = "two_stage:objective.name=two_stage,objective.sharing=none,"
+    two_stage += "objective.generator_hidden_fraction=1"
+    plan = _plan(wikitext_data, glue, arms=[parse_arm("electra"), parse_arm("mlm")])
+    plan.arms.append(parse_arm(two_stage))
+    plan.points = 2
+    data = PretrainingData(str(wikitext_data))
+    resolved = resolve(plan, data)
+    budget = resolved["budget"]
+    assert budget == official_train_flops(arm_config(plan, plan.arms[0], 20, data))
+    for arm in plan.arms:
+        info = resolved["arms"][arm.label]
+        flops = lambda s, a=arm: official_train_flops(arm_config(plan, a, s, data))  # noqa: E731
+        assert flops(info["steps"]) <= budget < flops(info["steps"] + 1)  # the most that fit
+        half = round(info["steps"] / 2)
+        assert list(info["points"]) == [str(half), str(info["steps"])]
+    steps = {label: info["steps"] for label, info in resolved["arms"].items()}
+    assert steps["electra"] == 20 and steps["mlm"] > 20  # BERT costs less per step
+    cfg = arm_config(plan, plan.arms[2], steps["two_stage"], data)
+    assert cfg.objective.two_stage_steps == steps["two_stage"] // 2  # the paper's n + n
+    bad = _plan(wikitext_data, glue, arms=[parse_arm("two_stage")])  # shared, unequal sizes
+    with pytest.raises(ElectraError, match="objective.sharing=embeddings is not available"):
+        resolve(bad, data)  # refused before anything runs
+
+
+def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, capsys):
+    glue = shared_data("glue")
+    out = tmp_path / "xp"
+    args = ["experiment", "--data", str(wikitext_data), "--glue", str(glue), "--out", str(out)]
+    args += ["--arm", "electra", "--arm", "mlm", "--steps", "12", "--points", "2"]
+    args += ["--tasks", "rte", "--seeds", "1", "--pretrain-set"]
+    args += [f"{k}={v}" for k, v in TINY.items()]
+    args += ["--finetune-set", "max_train_examples=32", "epochs=1"]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "| electra | electra | 12 |" in table and "| mlm | mlm |" in table
+    results = json.loads((out / "results.json").read_text())
+    for label in ("electra", "mlm"):
+        rows = results["arms"][label]
+        assert len(rows) == 2 and rows[0]["train_flops"] < rows[1]["train_flops"]
+        assert all(0 <= r["glue"] <= 100 and set(r["tasks"]) == {"rte"} for r in rows)
+    assert (out / "glue_vs_flops.png").stat().st_size > 0 and (out / "losses.png").is_file()
+    first = out / "arms" / "mlm" / f"step_{results['arms']['mlm'][0]['step']}"
+    summary = json.loads((first / "finetune" / "rte" / "summary.json").read_text())
+    assert summary["model"] == str(first / "mlm")  # BERT's network is the one fine-tuned
+
+    # A rerun finds everything done: no pretraining, no fine-tuning.
+    def refuse(*a, **k):
+        raise AssertionError("redone")
+
+    monkeypatch.setattr(experiment, "pretrain", refuse)
+    monkeypatch.setattr("electra.finetune.finetune", refuse)
+    assert main(args) == 0
+    capsys.readouterr()
+    # Another plan into the same folder is refused in one line.
+    assert main([*args[:-2], "max_train_examples=64", "epochs=1"]) == 2
+    assert "holds another experiment" in capsys.readouterr().err

@@ -1,0 +1,440 @@
+"""The objectives beyond ELECTRA and BERT (Table 5's ablations, two-stage, adversarial), weight
+sharing (none, embeddings, all, GDES), and each objective through the trainer."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from electra.cli import main
+from electra.config import ObjectiveConfig, RunConfig, apply_overrides, generator_config
+from electra.errors import ElectraError
+from electra.export import check_exportable, export_hf
+from electra.objectives import OBJECTIVES, build_objective, check_objective
+from electra.objectives.adversarial import reinforce_loss
+from electra.objectives.masking import selected_positions
+from electra.objectives.mlm import copy_mixture_log_prob
+from electra.objectives.sharing import plain
+from electra.pretrained import load_pretrained
+from electra.tracking import read_metrics
+from electra.train import pretrain
+
+from .conftest import tiny_cfg
+from .test_objective import _batch
+
+
+def _build(tiny_model, special, **objective):
+    return build_objective(tiny_model, ObjectiveConfig(**objective), special, seq_len=40)
+
+
+def test_selected_positions_counts_a_twice_drawn_position_once():
+    positions = torch.tensor([[2, 2, 5, 0]])
+    writes = torch.tensor([[True, False, True, False]])  # slot 3 unused
+    got = selected_positions(torch.zeros(1, 8), positions, writes)
+    assert got.tolist() == [[False, False, True, False, False, True, False, False]]
+
+
+def test_electra15_learns_only_at_the_masked_out_positions(tiny_model, special):
+    ids, types, attention = _batch(special, b=16)
+    torch.manual_seed(0)
+    out = _build(tiny_model, special, name="electra15")(ids, types, attention)
+    where = out.real_mask
+    counts = where.sum(1)
+    # round(0.15 * real tokens) slots per row, fewer distinct positions when a draw repeats.
+    expected = torch.round(attention.sum(1) * 0.15).clamp(1, 6)
+    assert (counts <= expected).all() and (counts >= expected - 2).all() and (counts >= 1).all()
+    assert not (out.disc_labels & ~where).any()  # every replaced token was masked out
+    manual = F.binary_cross_entropy_with_logits(
+        out.disc_logits[where], out.disc_labels[where].float()
+    )
+    assert out.stats["disc_loss"] == pytest.approx(manual.item(), rel=1e-5)
+    electra = _build(tiny_model, special, name="electra")(ids, types, attention)
+    assert torch.equal(electra.real_mask, attention.bool())
+
+
+def test_replace_mlm_predicts_the_slots_from_generator_samples(tiny_model, special):
+    ids, types, attention = _batch(special, b=16)
+    obj = _build(tiny_model, special, name="replace_mlm")
+    seen = {}
+    for role, net in (("mlm", obj.mlm), ("generator", obj.generator)):
+        net.electra.register_forward_pre_hook(
+            lambda mod, args, r=role: seen.__setitem__(r, args[0])
+        )
+    torch.manual_seed(0)
+    out = obj(ids, types, attention)
+    changed = seen["mlm"] != ids
+    assert changed.any() and (changed.sum(1) <= 6).all()  # only slots change
+    # The generator reads [MASK] at 85% of the slots; the model reads its samples there instead.
+    masks = {role: (x == special.mask).sum().item() for role, x in seen.items()}
+    assert masks["generator"] > 20 * max(1, masks["mlm"])
+    assert set(obj.models()) == {"mlm", "generator"}
+    assert obj.mlm.electra.embeddings is obj.generator.electra.embeddings  # shared, as ELECTRA's
+    # The loss is the sum of the generator's MLM loss and the model's own, both logged.
+    assert out.loss.item() == pytest.approx(
+        (out.stats["mlm_loss"] + out.stats["main_loss"]).item(), rel=1e-5
+    )
+    assert 0 < out.stats["main_loss"] < 2 * math.log(100)
+
+
+def test_copy_mixture_by_hand():
+    gate = torch.tensor([0.0, 0.0, 60.0, -60.0])  # D = 0.5, 0.5, ~1, ~0
+    log_p = torch.log(torch.tensor([0.2, 0.2, 0.2, 0.2]))
+    copy = torch.tensor([True, False, True, True])
+    got = copy_mixture_log_prob(gate, log_p, copy)
+    # 0.5 + 0.5 * 0.2, 0.5 * 0.2, ~1, ~0.2
+    want = torch.log(torch.tensor([0.6, 0.1, 1.0, 0.2]))
+    assert torch.allclose(got, want, atol=1e-6)
+    assert torch.isfinite(copy_mixture_log_prob(torch.tensor([80.0]), log_p[:1], ~copy[:1])).all()
+
+
+def test_all_tokens_mlm_scores_every_real_non_special_token(tiny_model, special):
+    ids, types, attention = _batch(special, b=8)
+    obj = _build(tiny_model, special, name="all_tokens_mlm")
+    torch.manual_seed(0)
+    out = obj(ids, types, attention)
+    # A fresh model: the softmax is near uniform over 100 ids and the gate near 1/2, so a token
+    # shown unchanged costs about -log(0.5 + 0.5 / 100), a replaced one -log(0.5 / 100).
+    replaced = out.stats["replaced_frac"].item() * attention.sum() / (attention.sum() - 24)
+    expected = (1 - replaced) * -math.log(0.505) + replaced * -math.log(0.005)
+    assert out.stats["main_loss"].item() == pytest.approx(expected.item(), rel=0.25)
+    assert 0.3 < out.stats["copy_gate"] < 0.7
+    out.loss.backward()
+    assert obj.copy_gate.dense_prediction.weight.grad.abs().sum() > 0
+    assert "copy_gate" not in str(list(obj.models()["mlm"].state_dict()))  # not exported
+
+
+def _two_stage_cfg(**o):
+    fields = dict(
+        name="two_stage",
+        sharing="none",
+        generator_hidden_fraction=1.0,
+        two_stage_steps=3,
+    )
+    return ObjectiveConfig(**{**fields, **o})
+
+
+def test_two_stage_trains_the_generator_then_a_discriminator_initialised_from_it(
+    tiny_model, special
+):
+    ids, types, attention = _batch(special, b=8)
+    obj = build_objective(tiny_model, _two_stage_cfg(), special, seq_len=40)
+    obj.begin_step(0)
+    out = obj(ids, types, attention)
+    out.loss.backward()
+    assert set(out.stats) == {"mlm_loss", "mlm_acc"} and out.loss == out.stats["mlm_loss"]
+    assert all(p.grad is None for p in obj.discriminator.parameters())
+    obj.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        obj.generator.electra.encoder.layer[0].output.dense.weight.add_(1.0)  # "trained"
+    obj.begin_step(3)  # the switch: the discriminator's encoder becomes the generator's
+    for (name, g), d in zip(
+        obj.generator.electra.state_dict().items(),
+        obj.discriminator.electra.state_dict().values(),
+        strict=True,
+    ):
+        assert torch.equal(g, d), name
+    out = obj(ids, types, attention)
+    out.loss.backward()
+    assert out.loss.item() == pytest.approx(50 * out.stats["disc_loss"].item(), rel=1e-6)
+    assert all(p.grad is None for p in obj.generator.parameters())  # frozen
+    assert obj.discriminator.electra.encoder.layer[0].output.dense.weight.grad is not None
+    # A run resumed after the switch keeps the discriminator it trained.
+    with torch.no_grad():
+        obj.discriminator.electra.encoder.layer[0].output.dense.weight.add_(1.0)
+    obj.begin_step(4)
+    assert not torch.equal(
+        obj.discriminator.electra.encoder.layer[0].output.dense.weight,
+        obj.generator.electra.encoder.layer[0].output.dense.weight,
+    )
+
+
+def test_reinforce_gradient_by_hand():
+    torch.manual_seed(0)
+    logits = torch.randn(1, 3, 5, requires_grad=True)
+    sampled = torch.tensor([[1, 4, 2]])
+    reward = torch.tensor([[2.0, 0.5, 9.0]])
+    baseline = torch.tensor([[1.0, 1.0, 1.0]], requires_grad=True)
+    weights = torch.tensor([[1.0, 1.0, 0.0]])  # the last slot's sample is not in the input
+    reinforce_loss(logits, sampled, reward, baseline, weights).backward()
+    # d/dlogits of -log p(s) * (R - b) / Σw is (softmax - onehot(s)) * (R - b) / Σw.
+    p = torch.softmax(logits.detach(), -1)
+    advantage = torch.tensor([1.0, -0.5, 0.0]) / 2
+    want = (p[0] - F.one_hot(sampled[0], 5)) * advantage[:, None]
+    assert torch.allclose(logits.grad[0], want, atol=1e-6)
+    assert baseline.grad is None or not baseline.grad.any()  # the advantage is a constant
+
+
+def test_adversarial_generator_learns_from_the_reward_after_the_warm_start(tiny_model, special):
+    ids, types, attention = _batch(special, b=8)
+    cfg = ObjectiveConfig(name="adversarial", adversarial_mlm_steps=2)
+    obj = build_objective(tiny_model, cfg, special, seq_len=40)
+    losses = {}
+    for step in (0, 2):
+        obj.begin_step(step)
+        torch.manual_seed(1)
+        out = obj(ids, types, attention)
+        losses[step] = out.loss.item() - 50 * out.stats["disc_loss"].item()
+        assert {"reward", "value_loss", "gen_entropy", "mlm_loss", "disc_loss"} <= set(out.stats)
+        assert out.stats["reward"] > 0 and out.stats["gen_entropy"] > 3.0  # ~log(100)
+    # Warm start: MLM loss + value loss; then REINFORCE, whose value at a zero baseline head
+    # (b = log 2) is near zero-mean rather than the MLM loss of about log(100).
+    assert losses[0] > 4.0 and abs(losses[2]) < 3.0
+    obj.begin_step(2)
+    out = obj(ids, types, attention)
+    out.loss.backward()
+    assert obj.value_head.weight.grad.abs().sum() > 0
+    assert set(obj.models()) == {"discriminator", "generator"}
+
+
+@pytest.mark.parametrize("sharing", ["none", "embeddings", "all", "gdes"])
+def test_sharing_settings(tiny_model, special, sharing):
+    fraction = 1.0 if sharing == "all" else 0.25
+    obj = _build(tiny_model, special, sharing=sharing, generator_hidden_fraction=fraction)
+    g, d = obj.generator, obj.discriminator
+    same_table = g.electra.embeddings is d.electra.embeddings
+    assert same_table == (sharing in ("embeddings", "all"))
+    assert (g.electra is d.electra) == (sharing == "all")
+    assert g.generator_lm_head.weight is g.electra.embeddings.word_embeddings.weight
+
+
+def test_all_weights_sharing_needs_equal_sizes(tiny_model, special):
+    with pytest.raises(ElectraError, match="objective.sharing=all needs a generator"):
+        _build(tiny_model, special, sharing="all")
+
+
+def test_gdes_disentangles_the_gradients_and_export_folds_the_residual(
+    tiny_model, special, tmp_path
+):
+    ids, types, attention = _batch(special, b=8)
+    obj = _build(tiny_model, special, sharing="gdes")
+    g, d = obj.generator, obj.discriminator
+    # The discriminator's loss alone reaches the residual and not the generator's tables.
+    torch.manual_seed(0)
+    c = obj.corrupt(g, ids, types, attention)
+    disc_loss, _ = obj.discriminate(c, types, attention)
+    disc_loss.backward()
+    assert g.electra.embeddings.word_embeddings.weight.grad is None
+    assert d.electra.embeddings.word_embeddings_delta.grad.abs().sum() > 0
+    assert d.electra.embeddings.position_embeddings_delta.grad.abs().sum() > 0
+    obj.zero_grad()
+    c.gen.loss.backward()  # and the MLM loss reaches the generator's table, not the residual
+    assert g.electra.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+    assert d.electra.embeddings.word_embeddings_delta.grad is None
+    # Export: the residual folded into a plain table computes what the GDES network computes.
+    with torch.no_grad():
+        d.electra.embeddings.word_embeddings_delta.normal_()
+        d.electra.embeddings.position_embeddings_delta.normal_()
+    d.eval()
+    folded = plain(d).eval()
+    assert torch.allclose(folded(ids, types, attention), d(ids, types, attention), atol=1e-5)
+    table = folded.electra.embeddings.word_embeddings.weight
+    want = g.electra.embeddings.word_embeddings.weight + d.electra.embeddings.word_embeddings_delta
+    assert torch.allclose(table, want)
+    check_exportable(folded, tmp_path)
+    with pytest.raises(ElectraError, match="word_embeddings_delta"):
+        check_exportable(d, tmp_path)
+    assert obj.models()["discriminator"] is not d  # model folders get the folded network
+
+
+@pytest.mark.parametrize("fraction, hidden", [(0.25, 8), (0.5, 16), (0.75, 24), (1.0, 32)])
+def test_generator_size_sweep(tiny_model, special, fraction, hidden):
+    obj = _build(tiny_model, special, generator_hidden_fraction=fraction)
+    assert obj.generator.config.hidden_size == hidden
+    # The official formula below full width (FFN 4H); at full width, the discriminator's shape.
+    assert obj.generator.config.intermediate_size == (64 if fraction == 1 else 4 * hidden)
+    ids, types, attention = _batch(special, b=2)
+    assert torch.isfinite(obj(ids, types, attention).loss)
+
+
+def _run(**objective) -> RunConfig:
+    return apply_overrides(RunConfig(), {f"objective.{k}": v for k, v in objective.items()})
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(name="two_stage", sharing="none", two_stage_steps=5), "need one size"),
+        (dict(name="two_stage", generator_hidden_fraction=1.0, two_stage_steps=5), "sharing"),
+        (
+            dict(name="two_stage", sharing="none", generator_hidden_fraction=1.0),
+            "two_stage_steps=0 must be between 0 and train.steps",
+        ),
+        (dict(name="adversarial", adversarial_mlm_steps=10**9), "adversarial_mlm_steps"),
+        (dict(name="replace_mlm", sharing="gdes"), "not available with objective.name"),
+        (dict(name="mlm", sharing="all"), "not available with objective.name"),
+    ],
+)
+def test_bad_objective_settings_are_refused(settings, message):
+    with pytest.raises(ElectraError, match=message):
+        check_objective(_run(**settings))
+
+
+def test_unknown_names_are_refused_when_the_config_is_read():
+    with pytest.raises(ElectraError, match="objective.name='electric2' is unknown"):
+        _run(name="electric2")
+    with pytest.raises(ElectraError, match="objective.sharing='some' is unknown"):
+        _run(sharing="some")
+
+
+def test_old_configs_with_tie_embeddings_still_load():
+    d = RunConfig().to_dict()
+    del d["objective"]["sharing"]
+    d["objective"]["tie_embeddings"] = False
+    assert RunConfig.from_dict(d).objective.sharing == "none"
+
+
+def test_a_bad_setting_is_one_error_line_and_nothing_written(wikitext_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(
+        ["pretrain", "--preset", "tiny", "--data", str(wikitext_data), "--out", str(out)]
+        + [
+            "--objective.name",
+            "two_stage",
+            "--objective.two_stage_steps",
+            "5",
+            "--train.steps",
+            "9",
+            "--data.seq_len",
+            "64",
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("electra: error: objective.")
+    assert not out.exists()
+
+
+# Each objective through the trainer: the losses it learns from fall, its statistics reach
+# metrics.jsonl, and its model folders load (and export to Hugging Face names).
+RUNS = {
+    "electra": ({}, ["mlm_loss", "disc_loss"]),
+    "electra15": ({}, ["mlm_loss", "disc_loss"]),
+    "mlm": ({}, ["mlm_loss"]),
+    "replace_mlm": ({}, ["mlm_loss", "main_loss"]),
+    "all_tokens_mlm": ({}, ["mlm_loss", "main_loss"]),
+    "two_stage": (
+        {"sharing": "none", "generator_hidden_fraction": 1.0, "two_stage_steps": 20},
+        ["mlm_loss"],
+    ),
+    "adversarial": ({"adversarial_mlm_steps": 20}, ["mlm_loss", "disc_loss"]),
+    "electra+gdes": ({"sharing": "gdes"}, ["mlm_loss", "disc_loss"]),
+    "electric": ({}, ["mlm_loss", "disc_loss"]),
+}
+
+
+def test_every_objective_is_covered():
+    assert {name.split("+")[0] for name in RUNS} == set(OBJECTIVES)
+
+
+@pytest.mark.parametrize("arm", list(RUNS))
+def test_objective_learns_through_the_trainer(wikitext_data, tmp_path, arm):
+    settings, falling = RUNS[arm]
+    name = arm.split("+")[0]
+    overrides = {f"objective.{k}": v for k, v in {"name": name, **settings}.items()}
+    cfg = tiny_cfg(
+        wikitext_data,
+        **overrides,
+        **{"train.steps": 40, "train.log_every": 10, "train.save_every": 40, "train.lr": 3e-3},
+    )
+    run = pretrain(cfg, tmp_path / "run")
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [10, 20, 30, 40]
+    window = rows[:2] if name == "two_stage" else rows  # its MLM stage is the first 20 steps
+    for key in falling:
+        assert window[-1][key] < window[0][key], (key, [r.get(key) for r in rows])
+    if name == "two_stage":
+        assert "disc_loss" not in rows[1] and rows[-1]["disc_loss"] < rows[2]["disc_loss"] + 0.05
+    mlm_family = name in ("mlm", "replace_mlm", "all_tokens_mlm")
+    roles = {"mlm" if mlm_family else "discriminator"}
+    if name not in ("mlm", "electric"):  # Electric's two towers have no HF counterpart
+        roles.add("generator")
+    assert {p.name for p in run.iterdir() if (p / "model.safetensors").is_file()} == roles
+    model, _ = load_pretrained(run)  # the network a user fine-tunes
+    assert type(model).__name__ == ("ElectraForMaskedLM" if mlm_family else "ElectraForPreTraining")
+    assert {p.name for p in export_hf(run, tmp_path / "hf")} == roles
+
+
+def test_flops_count_each_objectives_networks():
+    from electra.flops import official_train_flops
+
+    base = apply_overrides(RunConfig(), {"train.steps": 100})
+    electra = official_train_flops(base)
+    mlm = official_train_flops(replace(base, objective=replace(base.objective, name="mlm")))
+    replace_mlm = official_train_flops(
+        replace(base, objective=replace(base.objective, name="replace_mlm"))
+    )
+    all_tokens = official_train_flops(
+        replace(base, objective=replace(base.objective, name="all_tokens_mlm"))
+    )
+    assert mlm < electra < replace_mlm < all_tokens  # the vocabulary head at every position
+    equal = replace(
+        base.objective, name="two_stage", generator_hidden_fraction=1.0, two_stage_steps=40
+    )
+    two = replace(base, objective=equal)
+    gen_only = official_train_flops(replace(two, objective=replace(equal, name="mlm")), 40)
+    # Stage 2 adds a forward-only generator (1x) to a trained discriminator (2x).
+    assert official_train_flops(two, 40) == pytest.approx(gen_only)
+    assert generator_config(two.model, equal) == two.model
+    assert official_train_flops(two) > official_train_flops(two, 40)
+
+
+def test_two_tower_cloze_never_sees_the_token_it_predicts(tiny_model, special):
+    from electra.objectives.electric import TwoTowerClozeGenerator
+
+    gen = TwoTowerClozeGenerator(generator_config(tiny_model, ObjectiveConfig())).eval()
+    ids, types, attention = _batch(special, b=4)
+    logits = gen(ids, types, attention)
+    assert torch.isfinite(logits).all()  # padded queries included
+    changed = ids.clone()
+    changed[:, 5] = 7
+    other = gen(changed, types, attention)
+    assert torch.allclose(other[:, 5], logits[:, 5], atol=1e-5)  # its own token is hidden
+    assert not torch.allclose(other[:, 4], logits[:, 4], atol=1e-5)  # the neighbours see it
+    assert not torch.allclose(other[:, 6], logits[:, 6], atol=1e-5)
+
+
+def test_electric_nce_logit_and_labels_by_hand(tiny_model, special):
+    ids, types, attention = _batch(special, b=8)
+    obj = _build(tiny_model, special, name="electric")
+    seen = {}
+    obj.discriminator.register_forward_hook(
+        lambda mod, args, out: seen.update(noised=args[0], energy=out.detach())
+    )
+    obj.generator.register_forward_hook(lambda mod, args, out: seen.update(cloze=out.detach()))
+    torch.manual_seed(0)
+    out = obj(ids, types, attention)
+    log_q = torch.log_softmax(seen["cloze"].float(), -1)
+    log_q = log_q.gather(-1, seen["noised"][..., None]).squeeze(-1)
+    want = seen["energy"] + log_q + math.log(0.15 / 0.85)
+    assert torch.allclose(out.disc_logits, want, atol=1e-4)
+    # Noise labels: every written position, a sample equal to the original included.
+    noise = out.disc_labels
+    assert (noise | ~(seen["noised"] != ids)).all()  # each changed token is labelled noise
+    assert (noise.sum(1) >= 1).all() and (noise.sum(1) <= 6).all()
+    assert torch.equal(out.real_mask, attention.bool())  # the loss covers every real token
+    assert out.stats["mlm_loss"] == pytest.approx(math.log(100), rel=0.1)  # cloze over V at init
+    assert set(obj.models()) == {"discriminator"}
+
+
+def test_score_text_pseudo_log_likelihood(wikitext_data, tmp_path, capsys):
+    cfg = tiny_cfg(wikitext_data, **{"objective.name": "electric"})
+    run = pretrain(cfg, tmp_path / "electric")
+    texts = ["the cat sat on the mat", "mat the on sat cat the"]
+    code = main(["score-text", "--model", str(run), "--json", *texts])
+    results = json.loads(capsys.readouterr().out)
+    assert code == 0 and [r["text"] for r in results] == texts
+    model, tok = load_pretrained(run)
+    model.eval()
+    enc = tok.encode(texts[0])
+    with torch.no_grad():
+        energy = model(torch.tensor([enc.ids]))[0]
+    inner = energy[1:-1]  # [CLS] and [SEP] left out
+    assert results[0]["tokens"] == len(inner) == 6
+    assert results[0]["pll"] == pytest.approx(-inner.sum().item(), abs=1e-3)
+    electra = pretrain(tiny_cfg(wikitext_data), tmp_path / "electra")
+    assert main(["score-text", "--model", str(electra / "discriminator"), "x"]) == 2
+    assert "objective.name=electra: its logits are not energies" in capsys.readouterr().err
