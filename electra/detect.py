@@ -11,29 +11,38 @@ from electra.model import ElectraForPreTraining
 from electra.pretrained import load_pretrained
 
 
-def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, float | str]]]:
-    """For each text, [{token, p_replaced}] over its word pieces ([CLS]/[SEP] left out)."""
+def load_discriminator(model_path: str | Path, command: str):
+    """The discriminator in `model_path` and its tokenizer, or an error naming `command`."""
     model, tokenizer = load_pretrained(model_path)
     if not isinstance(model, ElectraForPreTraining):
         raise ElectraError(
-            f"{model_path} is a {type(model).__name__}: detect needs a discriminator "
+            f"{model_path} is a {type(model).__name__}: {command} needs a discriminator "
             "(a run folder or its discriminator/ folder)"
         )
+    return model.eval(), tokenizer
+
+
+def token_logits(model: ElectraForPreTraining, tokenizer, text: str) -> tuple[torch.Tensor, list]:
+    """The discriminator's logit per word piece of `text` (cut to the model's length), and the
+    word pieces, [CLS] and [SEP] left out."""
+    enc = tokenizer.encode(text)
     limit = model.config.max_position_embeddings
+    with torch.no_grad():
+        logits = model(torch.tensor([enc.ids[:limit]]), torch.tensor([enc.type_ids[:limit]]))
+    keep = torch.tensor(enc.special_tokens_mask[:limit]) == 0
+    tokens = [t for t, k in zip(enc.tokens[:limit], keep.tolist(), strict=True) if k]
+    return logits[0].float()[keep], tokens
+
+
+def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, float | str]]]:
+    """For each text, [{token, p_replaced}] over its word pieces ([CLS]/[SEP] left out)."""
+    model, tokenizer = load_discriminator(model_path, "detect")
     results = []
     for text in texts:
-        enc = tokenizer.encode(text)
-        ids, types = enc.ids[:limit], enc.type_ids[:limit]
-        with torch.no_grad():
-            logits = model(torch.tensor([ids]), torch.tensor([types]))[0]
-        probs = torch.sigmoid(logits.float()).tolist()
-        special = enc.special_tokens_mask[:limit]
+        logits, tokens = token_logits(model, tokenizer, text)
+        probs = torch.sigmoid(logits).tolist()
         results.append(
-            [
-                {"token": tok, "p_replaced": round(p, 4)}
-                for tok, p, s in zip(enc.tokens[:limit], probs, special, strict=True)
-                if not s
-            ]
+            [{"token": t, "p_replaced": round(p, 4)} for t, p in zip(tokens, probs, strict=True)]
         )
     return results
 

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 from electra.config import RunConfig
+from electra.detect import load_discriminator, token_logits
 from electra.errors import ElectraError
-from electra.model import ElectraForPreTraining
-from electra.pretrained import load_pretrained
 
 
 def trained_objective(model_path: Path) -> str | None:
@@ -34,27 +31,15 @@ def pseudo_log_likelihood(model_path: str | Path, texts: list[str]) -> list[dict
             f"{model_path} was pretrained with objective.name={objective}: its logits are not "
             "energies; score-text needs a model pretrained with objective.name=electric"
         )
-    model, tokenizer = load_pretrained(model_path)
-    if not isinstance(model, ElectraForPreTraining):
-        raise ElectraError(
-            f"{model_path} is a {type(model).__name__}: score-text needs an Electric "
-            "discriminator (a run folder or its discriminator/ folder)"
-        )
-    model.eval()
-    limit = model.config.max_position_embeddings
+    model, tokenizer = load_discriminator(model_path, "score-text")
     results = []
     for text in texts:
-        enc = tokenizer.encode(text)
-        ids, types = enc.ids[:limit], enc.type_ids[:limit]
-        with torch.no_grad():
-            energy = model(torch.tensor([ids]), torch.tensor([types]))[0].float()
-        keep = torch.tensor(enc.special_tokens_mask[:limit]) == 0
-        energies = energy[keep]
+        energies, _ = token_logits(model, tokenizer, text)
         results.append(
             {
                 "text": text,
                 "pll": -energies.sum().item(),
-                "tokens": int(keep.sum()),
+                "tokens": len(energies),
                 "energies": [round(e, 4) for e in energies.tolist()],
             }
         )

@@ -90,11 +90,17 @@ class Objective(nn.Module):
     # The `objective.sharing` values this objective can build (ELECTRA.md §2.3, §9 for gdes).
     sharings: ClassVar[tuple[str, ...]] = ("none", "embeddings")
 
-    def __init__(self, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int):
+    def __init__(
+        self, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int, **networks: nn.Module
+    ):
+        """`networks` become submodules by role (generator=..., discriminator=...), registered in
+        the order given, which fixes the names of shared tensors in checkpoints."""
         super().__init__()
         self.cfg = cfg
         self.special = special
         self.num_slots = cfg.num_predictions(seq_len)
+        for role, network in networks.items():
+            setattr(self, role, network)
 
     @classmethod
     def build(

@@ -30,25 +30,15 @@ class ReplacedTokenDetection(Objective):
     """ELECTRA: generator MLM loss + disc_weight * discriminator loss over all real tokens."""
 
     sharings = ("none", "embeddings", "all", "gdes")
-
-    def __init__(
-        self,
-        generator: ElectraForMaskedLM,
-        discriminator: ElectraForPreTraining,
-        cfg: ObjectiveConfig,
-        special: SpecialIds,
-        seq_len: int,
-    ):
-        super().__init__(cfg, special, seq_len)
-        self.generator = generator
-        self.discriminator = discriminator
+    generator: ElectraForMaskedLM
+    discriminator: ElectraForPreTraining
 
     @classmethod
     def build(
         cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> ReplacedTokenDetection:
         generator, discriminator = build_pair(model_cfg, cfg)
-        return cls(generator, discriminator, cfg, special, seq_len)
+        return cls(cfg, special, seq_len, generator=generator, discriminator=discriminator)
 
     def models(self) -> dict[str, nn.Module]:
         return {"discriminator": plain(self.discriminator), "generator": self.generator}

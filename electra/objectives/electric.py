@@ -86,18 +86,8 @@ class TwoTowerClozeGenerator(nn.Module):
 
 @register("electric")
 class Electric(Objective):
-    def __init__(
-        self,
-        generator: TwoTowerClozeGenerator,
-        discriminator: ElectraForPreTraining,
-        cfg: ObjectiveConfig,
-        special: SpecialIds,
-        seq_len: int,
-    ):
-        super().__init__(cfg, special, seq_len)
-        self.generator = generator
-        self.discriminator = discriminator
-        self.log_noise_ratio = math.log(cfg.mask_prob / (1 - cfg.mask_prob))
+    generator: TwoTowerClozeGenerator
+    discriminator: ElectraForPreTraining
 
     @classmethod
     def build(
@@ -106,7 +96,7 @@ class Electric(Objective):
         discriminator = ElectraForPreTraining(model_cfg)
         shared = discriminator.electra.embeddings if cfg.sharing == "embeddings" else None
         generator = TwoTowerClozeGenerator(generator_config(model_cfg, cfg), shared)
-        return cls(generator, discriminator, cfg, special, seq_len)
+        return cls(cfg, special, seq_len, generator=generator, discriminator=discriminator)
 
     def models(self) -> dict[str, nn.Module]:
         return {"discriminator": self.discriminator}
@@ -139,7 +129,7 @@ class Electric(Objective):
         energy = self.discriminator(noised, token_type_ids, attention_mask).float()
         with torch.no_grad():  # log q of the token present, a constant of the NCE logit
             log_q = probs.gather(-1, noised[..., None]).squeeze(-1).clamp(min=1e-30).log()
-        logit = energy + log_q + self.log_noise_ratio
+        logit = energy + log_q + math.log(self.cfg.mask_prob / (1 - self.cfg.mask_prob))
         disc_loss, stats = binary_loss(logit, noise, attention_mask)
         stats.update(
             mlm_loss=cloze_loss.detach(),

@@ -33,18 +33,13 @@ class MaskedLanguageModeling(Objective):
     """The BERT baseline: one full-size MLM model trained on the masked slots only."""
 
     sharings = ("none", "embeddings")  # there is no second network: the setting changes nothing
-
-    def __init__(
-        self, model: ElectraForMaskedLM, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
-    ):
-        super().__init__(cfg, special, seq_len)
-        self.mlm = model
+    mlm: ElectraForMaskedLM
 
     @classmethod
     def build(
         cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> MaskedLanguageModeling:
-        return cls(ElectraForMaskedLM(model_cfg), cfg, special, seq_len)
+        return cls(cfg, special, seq_len, mlm=ElectraForMaskedLM(model_cfg))
 
     def models(self) -> dict[str, nn.Module]:
         return {"mlm": self.mlm}
@@ -60,24 +55,15 @@ class MaskedLanguageModeling(Objective):
 class ReplaceMLM(Objective):
     """Table 5's Replace MLM: generator samples, not [MASK], fill the slots the model predicts."""
 
-    def __init__(
-        self,
-        generator: ElectraForMaskedLM,
-        model: ElectraForMaskedLM,
-        cfg: ObjectiveConfig,
-        special: SpecialIds,
-        seq_len: int,
-    ):
-        super().__init__(cfg, special, seq_len)
-        self.generator = generator
-        self.mlm = model
+    generator: ElectraForMaskedLM
+    mlm: ElectraForMaskedLM
 
     @classmethod
     def build(
         cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> ReplaceMLM:
         generator, model = build_pair(model_cfg, cfg, main=ElectraForMaskedLM)
-        return cls(generator, model, cfg, special, seq_len)
+        return cls(cfg, special, seq_len, generator=generator, mlm=model)
 
     def models(self) -> dict[str, nn.Module]:
         return {"mlm": self.mlm, "generator": self.generator}
@@ -103,17 +89,10 @@ class ReplaceMLM(Objective):
 class AllTokensMLM(ReplaceMLM):
     """Table 5's All-Tokens MLM: Replace MLM predicting every token, with a copy gate."""
 
-    def __init__(
-        self,
-        generator: ElectraForMaskedLM,
-        model: ElectraForMaskedLM,
-        cfg: ObjectiveConfig,
-        special: SpecialIds,
-        seq_len: int,
-    ):
-        super().__init__(generator, model, cfg, special, seq_len)
-        self.copy_gate = ElectraDiscriminatorPredictions(model.config)
-        init_weights(self.copy_gate, model.config.initializer_range)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.copy_gate = ElectraDiscriminatorPredictions(self.mlm.config)
+        init_weights(self.copy_gate, self.mlm.config.initializer_range)
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
