@@ -326,6 +326,17 @@ RUNS = {
 }
 
 
+EXTRA_METRICS = {  # besides loss, mlm_loss and mlm_acc
+    "electra": {"disc_loss", "disc_acc", "disc_auc", "replaced_frac"},
+    "electra15": {"disc_loss", "disc_auc"},
+    "replace_mlm": {"main_loss", "main_acc", "replaced_frac"},
+    "all_tokens_mlm": {"main_loss", "main_acc", "copy_gate"},
+    "two_stage": {"disc_loss", "disc_auc"},
+    "adversarial": {"disc_loss", "disc_auc", "reward", "value_loss", "gen_entropy"},
+    "electric": {"disc_loss", "disc_auc", "replaced_frac"},
+}
+
+
 def test_every_objective_is_covered():
     assert {name.split("+")[0] for name in RUNS} == set(OBJECTIVES)
 
@@ -346,6 +357,9 @@ def test_objective_learns_through_the_trainer(wikitext_data, tmp_path, arm):
     window = rows[:2] if name == "two_stage" else rows  # its MLM stage is the first 20 steps
     for key in falling:
         assert window[-1][key] < window[0][key], (key, [r.get(key) for r in rows])
+    logged = set(rows[-1])
+    assert logged >= {"loss", "mlm_loss", "mlm_acc", "train_flops", "tokens_per_s"}
+    assert logged >= EXTRA_METRICS.get(name, set()), logged
     if name == "two_stage":
         assert "disc_loss" not in rows[1] and rows[-1]["disc_loss"] < rows[2]["disc_loss"] + 0.05
     mlm_family = name in ("mlm", "replace_mlm", "all_tokens_mlm")
