@@ -59,8 +59,8 @@ class ModelConfig:
 class ObjectiveConfig:
     """The pretraining objective (ELECTRA.md §2.3) and the generator's size relative to the discriminator."""
 
-    # electra, electra15, mlm, replace_mlm, all_tokens_mlm, two_stage, adversarial: one module
-    # each in electra/objectives/ (README: Objectives).
+    # electra, electra15, mlm, replace_mlm, all_tokens_mlm, two_stage, adversarial, electric: one
+    # module each in electra/objectives/ (README: Objectives).
     name: str = "electra"
     mask_prob: float = 0.15
     # Slots per row; 0 means the official int((mask_prob + 0.005) * seq_len).

@@ -16,16 +16,18 @@ from torch import nn
 from electra.config import FinetuneConfig, TrainConfig
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Splits parameters into decayed and not decayed, by the official rule on names, with one
-    group per top-level submodule (an objective's networks), so that the official Adam counts the
-    steps of a network that trains only part of the schedule (two_stage) from its first update."""
+def param_groups(model: nn.Module, weight_decay: float, by_network: bool = False) -> list[dict]:
+    """Splits parameters into decayed and not decayed, by the official rule on names. With
+    `by_network`, each top-level submodule (an objective's network) gets its own pair of groups,
+    so that the official Adam counts the steps of a network that trains only part of the schedule
+    (two_stage) from its own first update."""
     groups: dict[tuple[str, bool], list[nn.Parameter]] = {}
     for name, p in model.named_parameters():  # shared parameters appear once
         if not p.requires_grad:
             continue
         skip = "LayerNorm" in name or "layer_norm" in name or name.endswith("bias")
-        groups.setdefault((name.split(".")[0], skip), []).append(p)
+        network = name.split(".")[0] if by_network else ""
+        groups.setdefault((network, skip), []).append(p)
     return [
         {"params": params, "weight_decay": 0.0 if skip else weight_decay}
         for (_, skip), params in groups.items()

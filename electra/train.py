@@ -213,7 +213,8 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         keep_freed_memory()
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
-    optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
+    groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
+    optimizer = build_optimizer(groups, cfg.train, device)
     micro_batch = cfg.train.batch_size // cfg.train.grad_accum
     stream = BatchStream(data, micro_batch, seed=cfg.train.seed)
     step, elapsed_before = 0, 0.0

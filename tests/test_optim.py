@@ -117,11 +117,14 @@ def test_schedule_decays_from_step_zero_times_the_warmup_ramp():
 
 def test_param_groups_follow_the_official_names(tiny_model, objective_cfg, special):
     obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
-    groups = param_groups(obj, 0.01)
     names = {id(p): n for n, p in obj.named_parameters()}
-    # One decayed and one not decayed group per network, so that each counts its own steps.
-    networks = [{names[id(p)].split(".")[0] for p in g["params"]} for g in groups]
+    # With by_network, one decayed and one not decayed group per network (each counts its steps).
+    networks = [
+        {names[id(p)].split(".")[0] for p in g["params"]} for g in param_groups(obj, 0.01, True)
+    ]
     assert sorted(map(sorted, networks)) == [["discriminator"]] * 2 + [["generator"]] * 2
+    groups = param_groups(obj, 0.01)
+    assert len(groups) == 2  # the layout checkpoints of earlier runs hold
     kept = [p for g in groups if g["weight_decay"] == 0.0 for p in g["params"]]
     decayed = [p for g in groups if g["weight_decay"] == 0.01 for p in g["params"]]
     kept_names = {names[id(p)] for p in kept}
@@ -131,3 +134,27 @@ def test_param_groups_follow_the_official_names(tiny_model, objective_cfg, speci
     table = obj.discriminator.electra.embeddings.word_embeddings.weight  # shared, and decayed
     assert any(p is table for p in decayed) and not decayed_names & kept_names
     assert len(decayed) + len(kept) == len(list(obj.parameters()))
+
+
+def test_a_group_that_starts_late_takes_the_official_first_step():
+    """two_stage trains the discriminator from step n: its groups count their own steps, so its
+    first update is the official first update, (1 - b1) / sqrt(1 - b2) = 3.16 lr per weight."""
+    early, late = _params(0), _params(1)
+    opt = build_optimizer(
+        [{"params": early, "weight_decay": 0.0}, {"params": late, "weight_decay": 0.0}],
+        TrainConfig(lr=1e-3),
+        torch.device("cpu"),
+    )
+    for t in range(5):
+        for p, g in zip(early, _grads(t), strict=True):
+            p.grad = g.clone()
+        opt.step()  # `late` has no gradient yet and is left alone
+    before = [p.detach().clone() for p in late]
+    assert opt.param_groups[1].get("official_steps", 0) == 0
+    for p, g in zip(early + late, _grads(5) + _grads(6), strict=True):
+        p.grad = g.clone()
+    opt.step()
+    for p, b, g in zip(late, before, _grads(6), strict=True):
+        moved = (b - p.detach()) / 1e-3
+        want = 0.1 * g / (math.sqrt(0.001) * g.abs() + 1e-6)
+        assert torch.allclose(moved, want, rtol=1e-3, atol=1e-5)

@@ -89,6 +89,9 @@ class Objective(nn.Module):
     name: ClassVar[str] = ""
     # The `objective.sharing` values this objective can build (ELECTRA.md §2.3, §9 for gdes).
     sharings: ClassVar[tuple[str, ...]] = ("none", "embeddings")
+    # True when its networks start training at different steps: the optimizer then keeps a
+    # step count per network (`electra.optim.param_groups`).
+    staged: ClassVar[bool] = False
 
     def __init__(
         self, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int, **networks: nn.Module

@@ -20,6 +20,7 @@ from electra.objectives.electra import ReplacedTokenDetection
 @register("two_stage")
 class TwoStage(ReplacedTokenDetection):
     sharings = ("none",)
+    staged = True
 
     @classmethod
     def check(cls, run: RunConfig) -> None:
