@@ -12,11 +12,13 @@ so each arm is a line of GLUE score against pretraining FLOPs. OUT holds:
     results.json, results.md the table; glue_vs_flops.png, losses.png the plots
 
 Every finished piece is kept: run the same command again and it continues where it stopped.
+Started twice at once, two processes take different arms (each arm is locked while it runs).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -162,16 +164,69 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(saved, record)
 
+    busy = []
     for arm in plan.arms:
-        info = resolved["arms"][arm.label]
-        cfg = arm_config(plan, arm, info["steps"], data)
-        for point in map(int, info["points"]):
-            models = pretrain_to(plan, arm, info["steps"], point, out / "arms" / arm.label, data)
-            encoder = encoder_folder(cfg, models, point)
-            for task in plan.tasks:
-                finetune_point(plan, encoder, task)
-            write_results(plan, resolved, out)
+        arm_dir = out / "arms" / arm.label
+        with ArmLock(arm_dir) as mine:
+            if not mine:  # another process runs it: this one goes on with the next arm
+                busy.append(arm.label)
+                continue
+            info = resolved["arms"][arm.label]
+            cfg = arm_config(plan, arm, info["steps"], data)
+            for point in map(int, info["points"]):
+                models = pretrain_to(plan, arm, info["steps"], point, arm_dir, data)
+                encoder = encoder_folder(cfg, models, point)
+                for task in plan.tasks:
+                    finetune_point(plan, encoder, task)
+                write_results(plan, resolved, out)
+    if busy:
+        print(
+            f"experiment: arms {', '.join(busy)} are being run by another process; their "
+            "results join the table when it finishes",
+            file=sys.stderr,
+        )
     return write_results(plan, resolved, out)
+
+
+class ArmLock:
+    """ARM/.lock holding this process's pid while it runs the arm, so that the same command
+    started twice runs different arms side by side (one per core or GPU). A lock whose process
+    is gone is taken over."""
+
+    def __init__(self, arm_dir: Path):
+        self.path = arm_dir / ".lock"
+        self.held = False
+
+    def __enter__(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if _alive(self.path):
+                    return False
+                self.path.unlink(missing_ok=True)  # stale: its process ended without cleaning up
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            self.held = True
+            return True
+        return False
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+
+
+def _alive(lock: Path) -> bool:
+    try:
+        pid = int(lock.read_text().strip() or 0)
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError, FileNotFoundError):
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 def pretrain_to(

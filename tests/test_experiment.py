@@ -113,3 +113,17 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
     # Another plan into the same folder is refused in one line.
     assert main([*args[:-2], "max_train_examples=64", "epochs=1"]) == 2
     assert "holds another experiment" in capsys.readouterr().err
+
+
+def test_an_arm_runs_in_one_process_at_a_time(tmp_path):
+    from electra.experiment import ArmLock
+
+    with ArmLock(tmp_path / "electra") as mine:
+        assert mine
+        with ArmLock(tmp_path / "electra") as other:  # a second worker moves on to another arm
+            assert not other
+    assert not (tmp_path / "electra" / ".lock").exists()
+    (tmp_path / "mlm").mkdir()
+    (tmp_path / "mlm" / ".lock").write_text("999999999")  # left by a process that died
+    with ArmLock(tmp_path / "mlm") as mine:
+        assert mine
