@@ -452,3 +452,17 @@ def test_score_text_pseudo_log_likelihood(wikitext_data, tmp_path, capsys):
     electra = pretrain(tiny_cfg(wikitext_data), tmp_path / "electra")
     assert main(["score-text", "--model", str(electra / "discriminator"), "x"]) == 2
     assert "objective.name=electra: its logits are not energies" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arm", list(RUNS))
+def test_each_objective_traces_into_one_graph(tiny_model, special, arm):
+    """No host syncs or data-dependent shapes: `torch.compile` captures a step whole."""
+    import torch._dynamo as dynamo
+
+    settings, _ = RUNS[arm]
+    obj = _build(tiny_model, special, name=arm.split("+")[0], **settings)
+    obj.begin_step(25)  # two_stage and adversarial in their second stage
+    ids, types, attention = _batch(special, b=4)
+    dynamo.reset()
+    explained = dynamo.explain(obj)(ids, types, attention)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
