@@ -8,7 +8,7 @@ import torch
 
 from electra.errors import ElectraError
 from electra.model import ElectraForPreTraining
-from electra.pretrained import load_pretrained
+from electra.pretrained import load_pretrained, trained_objective
 
 
 def load_discriminator(model_path: str | Path, command: str):
@@ -36,6 +36,11 @@ def token_logits(model: ElectraForPreTraining, tokenizer, text: str) -> tuple[to
 
 def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, float | str]]]:
     """For each text, [{token, p_replaced}] over its word pieces ([CLS]/[SEP] left out)."""
+    if trained_objective(Path(model_path)) == "electric":
+        raise ElectraError(
+            f"{model_path} is an Electric energy model: its outputs are energies, not "
+            "probabilities of replacement; score texts with `electra score-text`"
+        )
     model, tokenizer = load_discriminator(model_path, "detect")
     results = []
     for text in texts:

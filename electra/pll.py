@@ -8,18 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from electra.config import RunConfig
 from electra.detect import load_discriminator, token_logits
 from electra.errors import ElectraError
-
-
-def trained_objective(model_path: Path) -> str | None:
-    """The objective of the run a model folder came from, when it can be told (a run folder, or
-    a run's discriminator/ folder); None for a bare or exported folder."""
-    for run in (model_path, model_path.parent):
-        if (run / "config.json").is_file() and (run / "checkpoints").is_dir():
-            return RunConfig.load(run / "config.json").objective.name
-    return None
+from electra.pretrained import trained_objective
 
 
 def pseudo_log_likelihood(model_path: str | Path, texts: list[str]) -> list[dict]:

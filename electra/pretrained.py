@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from electra.config import ModelConfig, write_json_atomic
+from electra.config import ModelConfig, RunConfig, write_json_atomic
 from electra.errors import ElectraError
 from electra.model import ElectraForMaskedLM, ElectraForPreTraining
 from electra.tokenizer import load_tokenizer, lowercases, save_tokenizer
@@ -212,3 +212,12 @@ def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str 
             f"the weights in {gen_dir} do not fit its config.json (missing "
             f"{sorted(set(missing) - shared)[:3]}, unexpected {unexpected[:3]})"
         )
+
+
+def trained_objective(model_path: Path) -> str | None:
+    """The objective of the run a model folder came from, when it can be told (a run folder, or
+    a run's discriminator/ folder); None for a bare or exported folder."""
+    for run in (model_path, model_path.parent):
+        if (run / "config.json").is_file() and (run / "checkpoints").is_dir():
+            return RunConfig.load(run / "config.json").objective.name
+    return None

@@ -449,6 +449,8 @@ def test_score_text_pseudo_log_likelihood(wikitext_data, tmp_path, capsys):
     inner = energy[1:-1]  # [CLS] and [SEP] left out
     assert results[0]["tokens"] == len(inner) == 6
     assert results[0]["pll"] == pytest.approx(-inner.sum().item(), abs=1e-3)
+    assert main(["detect", "--model", str(run), "the cat"]) == 2  # energies are no probabilities
+    assert "are energies, not probabilities" in capsys.readouterr().err
     electra = pretrain(tiny_cfg(wikitext_data), tmp_path / "electra")
     assert main(["score-text", "--model", str(electra / "discriminator"), "x"]) == 2
     assert "objective.name=electra: its logits are not energies" in capsys.readouterr().err
