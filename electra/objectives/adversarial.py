@@ -61,8 +61,9 @@ class Adversarial(ReplacedTokenDetection):
                 out.disc_logits, c.replaced.float(), reduction="none"
             )
             reward = per_token.gather(1, m.positions)  # [B, N]
-        # b = -log sigmoid(z) >= 0, as the reward is.
-        baseline = -F.logsigmoid(self.value_head(c.gen.hidden.float()).squeeze(-1))
+        # b = -log sigmoid(z) >= 0, as the reward is. It reads the generator's states without
+        # sending its fitting error back into them: the generator learns from the reward only.
+        baseline = -F.logsigmoid(self.value_head(c.gen.hidden.detach().float()).squeeze(-1))
         value_loss = weighted_mean((baseline - reward) ** 2, m.writes)
         if self.adversarial:
             gen_loss = reinforce_loss(c.gen.logits, c.sampled, reward, baseline, m.writes)
