@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +153,7 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     out = Path(out)
     data = PretrainingData(plan.data)
     resolved = resolve(plan, data)
-    record = {"plan": _plan_dict(plan), **resolved}
+    record = {"plan": asdict(plan), **resolved}
     saved = out / "experiment.json"
     if saved.is_file():
         before = json.loads(saved.read_text())
@@ -399,9 +399,3 @@ def _save(fig, path: Path) -> None:
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     tmp.replace(path)
-
-
-def _plan_dict(plan: Plan) -> dict[str, Any]:
-    d = {k: getattr(plan, k) for k in plan.__dataclass_fields__}
-    d["arms"] = [{"label": a.label, "overrides": a.overrides} for a in plan.arms]
-    return d
