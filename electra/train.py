@@ -36,17 +36,16 @@ from electra.tracking import RunLogger, auc_from_histograms, auc_histograms
 
 
 def resolve_device(name: str) -> torch.device:
-    """The device `name` names (auto: a visible GPU, else the CPU). On CPU it reads the linear-layer
-    setting (`electra.ops.onednn_linear_enabled`) now, so that a bad one stops a run before it
-    writes anything."""
+    """The device `name` names (auto: a visible GPU, else the CPU). It reads the CPU linear-layer
+    setting (`electra.ops.onednn_linear_enabled`) now, on any device, so that a bad one stops a run
+    before it writes anything, on a GPU machine as on CI."""
+    onednn_linear_enabled()
     if name == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
         device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ElectraError(f"train.device={name} but no CUDA GPU is visible: use train.device=cpu")
-    if device.type == "cpu":
-        onednn_linear_enabled()
     return device
 
 

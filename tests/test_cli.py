@@ -6,6 +6,7 @@ import gzip
 import json
 
 import pytest
+import torch
 
 from electra import ops
 from electra.cli import main
@@ -171,8 +172,12 @@ def test_data_built_for_another_seq_len(data, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_bad_cpu_linear_setting(data, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("gpu_visible", [False, True])
+def test_bad_cpu_linear_setting(data, tmp_path, capsys, monkeypatch, gpu_visible):
+    """Refused wherever the run would go: with a GPU visible the linear layers never read it."""
     monkeypatch.setenv("ELECTRA_CPU_LINEAR", "mkl")
+    if gpu_visible:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     ops.onednn_linear_enabled.cache_clear()  # read it afresh now, and again after the test
     try:
         code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "run"))
