@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from electra.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint, set_rng_state
-from electra.config import RunConfig, with_architecture_of
+from electra.config import RunConfig, TrainConfig, with_architecture_of
 from electra.data import BatchStream, PretrainingData
 from electra.errors import ElectraError
 from electra.flops import official_train_flops
@@ -175,6 +176,29 @@ class StopRequest:
             signal.signal(sig, handler)
 
 
+def train_step(
+    step_fn: Callable[..., StepOutput],
+    optimizer: torch.optim.Optimizer,
+    params: list[torch.nn.Parameter],
+    micro_batches: list[dict[str, torch.Tensor]],
+    cfg: TrainConfig,
+    window: Window,
+) -> None:
+    """One optimizer step over micro-batches already on the device: gradients accumulated, clipped
+    and applied, statistics added to `window`. Nothing in it reads a value back to the host
+    (tests/test_host_syncs.py counts), so a GPU runs it ahead of Python, and it can be captured."""
+    device = micro_batches[0]["input_ids"].device
+    for batch in micro_batches:
+        with autocast(device, cfg.precision):
+            out = step_fn(**batch)
+        (out.loss / len(micro_batches)).backward()
+        window.add(out)
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    window.end_step(grad_norm)
+
+
 def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator."""
     run_dir = Path(run_dir)
@@ -262,17 +286,12 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
             lr = learning_rate(step, cfg.train.lr, cfg.train.steps, cfg.train.warmup)
             set_learning_rate(optimizer, lr)
             objective.begin_step(step)
-            for _ in range(cfg.train.grad_accum):
-                batch = {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}
-                with autocast(device, cfg.train.precision):
-                    out = step_fn(**batch)
-                (out.loss / cfg.train.grad_accum).backward()
-                window.add(out)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            micro_batches = [
+                {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}
+                for _ in range(cfg.train.grad_accum)
+            ]
+            train_step(step_fn, optimizer, params, micro_batches, cfg.train, window)
             step += 1
-            window.end_step(grad_norm)
             bar.update(1)
 
             if step % cfg.train.log_every == 0 or step == stop:
