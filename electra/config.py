@@ -121,6 +121,8 @@ class ObjectiveConfig:
         return self.max_predictions or max(1, int((self.mask_prob + 0.005) * seq_len))
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
 # Objective fields that shape the networks: a resumed run takes them from its checkpoint.
 ARCHITECTURE_FIELDS = (
     "name",
@@ -166,6 +168,9 @@ class TrainConfig:
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU), fp32, bf16
     compile: bool = False
+    # torch.compile's mode: reduce-overhead replays the compiled forward and backward as CUDA
+    # graphs, which pays where a small model is bound by kernel launches (the small pair on a GPU).
+    compile_mode: str = "default"
     log_every: int = 100
     save_every: int = 1000
     keep_last: int = 5
@@ -180,6 +185,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ElectraError(f"train.precision={self.precision!r}: use auto, fp32 or bf16")
+        if self.compile_mode not in COMPILE_MODES:
+            raise ElectraError(
+                f"train.compile_mode={self.compile_mode!r}: use {', '.join(COMPILE_MODES)}"
+            )
         for name in ("steps", "batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
             if getattr(self, name) < 1:
                 raise ElectraError(f"train.{name} must be at least 1 (got {getattr(self, name)})")
@@ -456,6 +465,7 @@ class FinetuneConfig:
     )
     device: str = "auto"
     precision: str = "auto"
+    compile: bool = False  # torch.compile the model (shapes vary with the batch's longest row)
     progress: bool = True
     # SQuAD
     doc_stride: int = 128

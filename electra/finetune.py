@@ -47,7 +47,7 @@ from electra.pretrained import (
 from electra.tasks import get_task
 from electra.tasks.base import Batch, Encoded, Task
 from electra.tokenizer import load_tokenizer
-from electra.train import autocast, resolve_device
+from electra.train import autocast, resolve_device, to_device
 
 FINETUNE_FILE = "finetune.json"
 
@@ -100,6 +100,7 @@ def train_model(
     optimizer = build_optimizer(layerwise_groups(model, cfg), cfg, device)
     params = [p for p in model.parameters() if p.requires_grad]
     order = torch.Generator().manual_seed(seed)
+    forward = torch.compile(model) if cfg.compile else model
     model.train()
     epoch_losses = []
     bar = tqdm(total=total, disable=not cfg.progress, unit="step", file=sys.stderr, leave=False)
@@ -107,10 +108,10 @@ def train_model(
     for _ in range(cfg.epochs):
         loss_sum = torch.zeros((), device=device)
         for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
-            batch = {k: v.to(device, non_blocking=True) for k, v in trim(_rows(data, idx)).items()}
+            batch = to_device(trim(_rows(data, idx)), device)
             set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))
             with autocast(device, cfg.precision):
-                losses = task.losses(model, batch)
+                losses = task.losses(forward, batch)
             loss = losses.sum() if cfg.loss_reduction == "sum" else losses.mean()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
@@ -134,16 +135,20 @@ def predict(
     task: Task, model: nn.Module, examples: list, data: Encoded, device, precision: str
 ) -> list[dict]:
     model.eval()
+    # Batches of similar lengths (longest first, so a too-large batch fails at once), each trimmed
+    # to its longest row; the outputs go back to the examples' order.
+    order = data.tensors["attention_mask"].sum(1).argsort(descending=True, stable=True)
     parts: dict[str, list[torch.Tensor]] = {}
-    for idx in torch.arange(len(data)).split(task.eval_batch_size):
-        batch = {k: v.to(device) for k, v in trim(_rows(data, idx)).items()}
+    for idx in order.split(task.eval_batch_size):
+        batch = to_device(trim(_rows(data, idx)), device)
         with autocast(device, precision):
             out = task.infer(model, batch)
         for k, v in out.items():
             if k in task.token_outputs:  # trimmed to the batch: pad back to the common width
                 v = nn.functional.pad(v, (0, data.tensors["input_ids"].shape[1] - v.shape[1]))
             parts.setdefault(k, []).append(v.cpu())
-    return task.decode(examples, data, {k: torch.cat(v) for k, v in parts.items()})
+    outputs = {k: torch.cat(v)[order.argsort()] for k, v in parts.items()}
+    return task.decode(examples, data, outputs)
 
 
 # --- loading --------------------------------------------------------------------------------------

@@ -50,6 +50,14 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A host batch on `device`. To a GPU it goes through pinned memory, so that the copy is
+    queued behind the device's work instead of making the host wait for it."""
+    if device.type != "cuda":
+        return batch
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+
+
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
     """bf16 autocast on GPU by default; fp32 on CPU unless bf16 is asked for (fast on AMX CPUs)."""
     if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
@@ -267,7 +275,9 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
         file=sys.stderr,
     )
     params = [p for p in objective.parameters() if p.requires_grad]
-    step_fn = torch.compile(objective) if cfg.train.compile else objective
+    step_fn = (
+        torch.compile(objective, mode=cfg.train.compile_mode) if cfg.train.compile else objective
+    )
     logger = RunLogger(run_dir, cfg.train.tensorboard)
     bar = tqdm(
         total=cfg.train.steps,
@@ -286,10 +296,7 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
             lr = learning_rate(step, cfg.train.lr, cfg.train.steps, cfg.train.warmup)
             set_learning_rate(optimizer, lr)
             objective.begin_step(step)
-            micro_batches = [
-                {k: v.to(device, non_blocking=True) for k, v in next(stream).items()}
-                for _ in range(cfg.train.grad_accum)
-            ]
+            micro_batches = [to_device(next(stream), device) for _ in range(cfg.train.grad_accum)]
             train_step(step_fn, optimizer, params, micro_batches, cfg.train, window)
             step += 1
             bar.update(1)

@@ -196,6 +196,9 @@ def test_unknown_preset_and_config_key(data, tmp_path, capsys):
     assert_one_line_error(code, err, "train.lrr", "train.lr")
     code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "r"), "--train.lr", "fast")
     assert_one_line_error(code, err, "train.lr")
+    args = small_run_args(data, tmp_path / "r")
+    code, _, err = run_cli(capsys, *args, "--train.compile_mode", "reduce_overhead")
+    assert_one_line_error(code, err, "train.compile_mode='reduce_overhead'", "reduce-overhead")
     (tmp_path / "cfg.toml").write_text("[train]\nwarmup = 3\n")
     code, _, err = run_cli(
         capsys, *small_run_args(data, tmp_path / "r"), "--config", tmp_path / "cfg.toml"

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from electra.config import FinetuneConfig, resolve_recipe
 from electra.errors import ElectraError
-from electra.finetune import finetune_config, layerwise_groups, trim
+from electra.finetune import finetune_config, layerwise_groups, predict, trim
 from electra.optim import build_optimizer, set_learning_rate
 from electra.tasks import get_task
 from electra.tasks.base import pack
@@ -260,6 +260,33 @@ def test_trim_drops_unused_padding_columns():
     assert out["input_ids"].shape == (2, 16) and out["labels"].shape == (2,)
 
 
+def _row(data, i):
+    return {k: v[i : i + 1] for k, v in data.tensors.items()}
+
+
+def test_prediction_batches_by_length_and_keeps_the_examples_order(tmp_path, task_tokenizer):
+    """Rows are batched longest first; each prediction must still be its own example's."""
+    task = get_task("stsb")
+    header = ["index", "g", "f", "y", "o", "s1", "s2", "sentence1", "sentence2", "score"]
+    rows = [
+        [i, *"gfyoss", sentence(i, 1 + i % 7), sentence(i + 3, 1 + i * 3 % 11), 1.0]
+        for i in range(13)
+    ]
+    examples = task.read(write_tsv(tmp_path / "dev.tsv", [header, *rows]), "dev")
+    data = task.encode(examples, task_tokenizer, 64, training=False)
+    torch.manual_seed(0)
+    model = task.build_model(tiny_model_config(vocab_size=task_tokenizer.get_vocab_size()))
+    task.eval_batch_size = 4
+    got = [
+        p["prediction"] for p in predict(task, model, examples, data, torch.device("cpu"), "fp32")
+    ]
+    with torch.no_grad():  # each example alone, in order
+        logits = [task.infer(model, trim(_row(data, i)))["logits"] for i in range(len(examples))]
+    alone = [p["prediction"] for p in task.decode(examples, data, {"logits": torch.cat(logits)})]
+    assert len(set(alone)) == len(alone)
+    assert got == pytest.approx(alone, abs=2e-4)  # decode rounds to 4 places
+
+
 # --- end to end through the command line ----------------------------------------------------------
 
 FAST = ["--batch-size", "8", "--no-progress", "--lr", "3e-3"]
@@ -305,6 +332,32 @@ def test_glue_finetune_learns_writes_results_and_evaluates(tmp_path, capsys, tin
     lines = (best / "eval-test" / "SST-2.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 6
     assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
+
+
+def test_compiled_fine_tuning_matches_eager(tmp_path, capsys, tiny_pretrained):
+    """--compile: the same losses as eager (dropout off, as the two draw different bits)."""
+    data = sst_dir(tmp_path / "sst")
+    losses = {}
+    for arm in ("eager", "compiled"):
+        extra = ["--compile"] if arm == "compiled" else []
+        code, _, err = finetune_cli(
+            capsys,
+            tiny_pretrained,
+            "sst2",
+            data,
+            tmp_path / arm,
+            "--epochs",
+            "2",
+            "--dropout",
+            "0",
+            *FAST,
+            *extra,
+        )
+        assert code == 0, err
+        results = json.loads((tmp_path / arm / "results.json").read_text())
+        losses[arm] = results["per_seed"][0]["train_loss"]
+        assert results["config"]["compile"] == (arm == "compiled")
+    assert losses["compiled"] == pytest.approx(losses["eager"], rel=1e-4)
 
 
 def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
