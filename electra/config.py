@@ -466,6 +466,9 @@ class FinetuneConfig:
     device: str = "auto"
     precision: str = "auto"
     compile: bool = False  # torch.compile the model (shapes vary with the batch's longest row)
+    # Training batches of GLUE tasks packed several examples to a row (electra.packing): the same
+    # encoder arithmetic as padded rows, without computing the padding.
+    pack: bool = True
     progress: bool = True
     # SQuAD
     doc_stride: int = 128

@@ -36,6 +36,7 @@ from electra.errors import ElectraError
 from electra.heads import HEADS
 from electra.host_memory import keep_freed_memory
 from electra.optim import build_optimizer, learning_rate, set_learning_rate
+from electra.packing import pack_batch
 from electra.pretrained import (
     load_pretrained,
     load_strict,
@@ -108,7 +109,10 @@ def train_model(
     for _ in range(cfg.epochs):
         loss_sum = torch.zeros((), device=device)
         for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
-            batch = to_device(trim(_rows(data, idx)), device)
+            batch = trim(_rows(data, idx))
+            if cfg.pack and task.packable:
+                batch = pack_batch(batch)
+            batch = to_device(batch, device)
             set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))
             with autocast(device, cfg.precision):
                 losses = task.losses(forward, batch)

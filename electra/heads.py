@@ -47,9 +47,14 @@ class _LinearHead(nn.Module):
 
 
 class ElectraForSequenceClassification(_LinearHead):
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        """Logits [B, num_labels], from the final [CLS] vector."""
-        return self.logits(self.electra(input_ids, token_type_ids, attention_mask)[:, 0])
+    def forward(
+        self, input_ids, token_type_ids=None, attention_mask=None, position_ids=None, cls_index=None
+    ) -> torch.Tensor:
+        """Logits [B, num_labels], from the final [CLS] vector: at position 0 of each row, or for
+        packed rows (electra.packing) at `cls_index` [B] of the flattened [rows * T] states."""
+        hidden = self.electra(input_ids, token_type_ids, attention_mask, position_ids)
+        cls = hidden[:, 0] if cls_index is None else hidden.flatten(0, 1)[cls_index]
+        return self.logits(cls)
 
 
 class ElectraForTokenClassification(_LinearHead):

@@ -37,14 +37,26 @@ class ElectraEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
         self.dropout = Dropout(cfg.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        positions = positions_of(input_ids, position_ids)
         x = (
             self.word_embeddings(input_ids)
             + self.position_embeddings(positions)
             + self.token_type_embeddings(token_type_ids)
         )
         return self.dropout(self.LayerNorm(x))
+
+
+def positions_of(input_ids: torch.Tensor, position_ids: torch.Tensor | None) -> torch.Tensor:
+    """0..T-1 along each row, unless given: packed rows (electra.packing) restart per example."""
+    if position_ids is None:
+        return torch.arange(input_ids.shape[1], device=input_ids.device)
+    return position_ids
 
 
 class ElectraSelfAttention(nn.Module):
@@ -142,14 +154,16 @@ class ElectraModel(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.embeddings(input_ids, token_type_ids)
+        x = self.embeddings(input_ids, token_type_ids, position_ids)
         if hasattr(self, "embeddings_project"):
             x = self.embeddings_project(x)
         # SDPA takes a boolean mask, True where a key may be attended to: [B, T] padding masks are
-        # broadcast over heads and queries; a [B, 1, T, T] mask (causal towers) is used as given.
+        # broadcast over heads and queries; a [B, 1, T, T] mask (causal towers, packed rows) is
+        # used as given.
         mask = None if attention_mask is None else attention_mask.bool()
         if mask is not None and mask.dim() == 2:
             mask = mask[:, None, None, :]

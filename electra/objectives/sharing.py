@@ -19,7 +19,12 @@ from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, generator_config
 from electra.errors import ElectraError
-from electra.model import ElectraEmbeddings, ElectraForMaskedLM, ElectraForPreTraining
+from electra.model import (
+    ElectraEmbeddings,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+    positions_of,
+)
 from electra.ops import Dropout
 
 SHARINGS = ("none", "embeddings", "all", "gdes")
@@ -45,9 +50,14 @@ class DisentangledEmbeddings(nn.Module):
     def source(self) -> ElectraEmbeddings:
         return self._source[0]
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         src = self.source
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        positions = positions_of(input_ids, position_ids)
         x = (
             F.embedding(input_ids, src.word_embeddings.weight.detach())
             + F.embedding(input_ids, self.word_embeddings_delta)

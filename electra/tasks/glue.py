@@ -200,6 +200,7 @@ def _label(raw: str, spec: GlueSpec, path, line) -> str | float:
 
 class GlueTask(Task):
     family = "glue"
+    packable = True
 
     def __init__(self, spec: GlueSpec):
         self.spec = spec
@@ -251,7 +252,13 @@ class GlueTask(Task):
         )
 
     def losses(self, model, batch) -> torch.Tensor:
-        logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        logits = model(
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
+            batch.get("position_ids"),
+            batch.get("cls_index"),
+        )
         if self.regression:
             return (logits.squeeze(-1).float() - batch["labels"]) ** 2
         return F.cross_entropy(logits.float(), batch["labels"], reduction="none")

@@ -1,0 +1,121 @@
+"""Packed fine-tuning batches compute what padded ones do, with fewer rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from electra import ops
+from electra.finetune import trim
+from electra.heads import ElectraForSequenceClassification
+from electra.packing import first_fit, pack_batch
+
+from .conftest import tiny_model_config
+from .test_finetune import FAST, finetune_cli, sentence, write_tsv
+
+
+def test_first_fit_places_the_longest_first_into_the_first_row_with_room():
+    assert first_fit([5, 3, 4, 2], width=8) == [(0, 0), (0, 5), (1, 0), (1, 4)]
+    assert first_fit([8, 8], width=8) == [(0, 0), (1, 0)]
+
+
+def padded_batch(lengths, t=24, vocab=100, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    b = len(lengths)
+    mask = (torch.arange(t)[None] < torch.tensor(lengths)[:, None]).long()
+    ids = torch.randint(5, vocab, (b, t), generator=g).masked_fill(mask == 0, 0)
+    ids[:, 0] = 2
+    types = (torch.arange(t)[None] >= torch.tensor(lengths)[:, None] // 2).long() * mask
+    labels = torch.randint(0, 3, (b,), generator=g)
+    return trim(
+        {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels}
+    )
+
+
+def logits_of(model, batch):
+    return model(
+        batch["input_ids"],
+        batch["token_type_ids"],
+        batch["attention_mask"],
+        batch.get("position_ids"),
+        batch.get("cls_index"),
+    )
+
+
+LENGTHS = [5, 17, 3, 9, 24, 2, 11, 6]
+
+
+@pytest.mark.parametrize("gpu_path", [False, True])
+def test_packed_logits_and_gradients_equal_padded(gpu_path, monkeypatch):
+    if gpu_path:  # SDPA with the mask, as on a GPU
+        monkeypatch.setattr(ops, "stock_ops", lambda device: True)
+    torch.manual_seed(0)
+    model = ElectraForSequenceClassification(
+        tiny_model_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), 3
+    )
+    batch = padded_batch(LENGTHS)
+    packed = pack_batch(batch)
+    assert packed["input_ids"].shape == (4, 24)  # 77 real tokens in 4 rows instead of 8
+    assert torch.equal(packed["labels"], batch["labels"])
+    grads = []
+    for b in (batch, packed):
+        model.zero_grad()
+        logits = logits_of(model, b)
+        F.cross_entropy(logits, b["labels"], reduction="sum").backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+        if b is batch:
+            expected = logits.detach()
+    assert logits.detach() == pytest.approx(expected, abs=1e-5)
+    for padded_grad, packed_grad in zip(*grads, strict=True):
+        torch.testing.assert_close(packed_grad, padded_grad, atol=1e-5, rtol=1e-4)
+
+
+def test_an_example_sees_only_itself_in_a_packed_row():
+    torch.manual_seed(0)
+    model = ElectraForSequenceClassification(tiny_model_config(), 3).eval()
+    batch = padded_batch(LENGTHS)
+    before = logits_of(model, pack_batch(batch))
+    batch["input_ids"][3, 1:9] = 7  # example 3 shares a row with others
+    after = logits_of(model, pack_batch(batch))
+    changed = (after - before).abs().amax(1) > 1e-6
+    assert changed.tolist() == [i == 3 for i in range(len(LENGTHS))]
+
+
+def test_packed_training_with_dropout_is_finite():
+    torch.manual_seed(0)
+    model = ElectraForSequenceClassification(tiny_model_config(), 3).train()
+    loss = F.cross_entropy(
+        logits_of(model, pack_batch(padded_batch(LENGTHS))), torch.zeros(8).long()
+    )
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_fine_tuning_packed_and_padded_give_the_same_losses(tmp_path, capsys, tiny_pretrained):
+    rows = [[f"{sentence(i, 1 + i % 6)} {'good' if i % 2 else 'bad'}", i % 2] for i in range(32)]
+    data = tmp_path / "sst"
+    write_tsv(data / "train.tsv", [["sentence", "label"], *rows])
+    write_tsv(data / "dev.tsv", [["sentence", "label"], *rows[:8]])
+    losses = {}
+    for arm in ("pack", "no-pack"):
+        code, _, err = finetune_cli(
+            capsys,
+            tiny_pretrained,
+            "sst2",
+            data,
+            tmp_path / arm,
+            "--epochs",
+            "2",
+            "--dropout",
+            "0",
+            f"--{arm}",
+            *FAST,
+        )
+        assert code == 0, err
+        results = json.loads((tmp_path / arm / "results.json").read_text())
+        assert results["config"]["pack"] == (arm == "pack")
+        losses[arm] = results["per_seed"][0]["train_loss"]
+    assert losses["pack"] == pytest.approx(losses["no-pack"], rel=1e-4)
