@@ -22,6 +22,22 @@ def test_first_fit_places_the_longest_first_into_the_first_row_with_room():
     assert first_fit([8, 8], width=8) == [(0, 0), (1, 0)]
 
 
+@pytest.mark.parametrize(
+    ("lengths", "shape"),
+    [
+        ([5, 3], (1, 8)),
+        ([6, 5, 3], (2, 8)),
+        ([40, 30, 30, 20, 10], (4, 40)),
+        ([40, 24, 24, 24], (2, 64)),
+        ([64, 64], (2, 64)),
+    ],
+)
+def test_rows_are_the_batch_or_its_longest_example_wide_whichever_wastes_less(lengths, shape):
+    mask = (torch.arange(64)[None] < torch.tensor(lengths)[:, None]).long()
+    batch = {"input_ids": mask, "token_type_ids": mask * 0, "attention_mask": mask}
+    assert pack_batch(batch)["input_ids"].shape == shape
+
+
 def padded_batch(lengths, t=24, vocab=100, seed=0):
     g = torch.Generator().manual_seed(seed)
     b = len(lengths)
