@@ -12,6 +12,9 @@ clipping, on the same random token batches, and are timed in alternation in one 
 - common peer: lucidrains' `electra-pytorch` 0.1.2 (`pip install --no-deps electra-pytorch==0.1.2`)
   driving the same Hugging Face models, projecting every position onto the vocabulary.
 
+`--compile` compiles our objective and the careful peer's forward and losses alike
+(`--compile-mode reduce-overhead` replays them as CUDA graphs on a GPU).
+
 Model FLOPs are counted analytically (`electra.flops.model_flops_per_step`: matmuls only, training as
 3x forward, the vocabulary head at masked positions only) and are the same useful work for all
 three; achieved FLOP/s is divided by this machine's matmul peak for the precision: the best of
@@ -37,7 +40,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from electra.config import generator_config, preset
+from electra.config import COMPILE_MODES, generator_config, preset
 from electra.flops import model_flops_per_step
 from electra.host_memory import keep_freed_memory
 from electra.objectives import build_objective
@@ -95,11 +98,16 @@ def gumbel_sample(logits, temperature):
 # --- the three implementations: each returns step(batch) --------------------------------------
 
 
+def compiled(fn, cfg):
+    """`fn` under torch.compile with --compile (ours and the careful peer alike), else itself."""
+    return torch.compile(fn, mode=cfg.train.compile_mode) if cfg.train.compile else fn
+
+
 def ours(cfg, device):
     objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len).to(device)
     optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
     params = list(objective.parameters())
-    fn = torch.compile(objective) if cfg.train.compile else objective
+    fn = compiled(objective, cfg)
 
     def step(batch):
         with autocast(device, cfg.train.precision):
@@ -135,7 +143,7 @@ def careful_peer(cfg, device):
     o = cfg.objective
     n_slots = o.num_predictions(cfg.data.seq_len)
 
-    def step(batch):
+    def losses(batch):
         ids, mask = batch["input_ids"], batch["attention_mask"]
         with autocast(device, cfg.train.precision):
             m = mask_tokens(ids, mask, SPECIAL, o, n_slots, cfg.model.vocab_size)
@@ -148,8 +156,12 @@ def careful_peer(cfg, device):
             labels = (corrupted != ids).float()
             disc_logits = disc(corrupted, attention_mask=mask).logits.float()
             disc_loss = F.binary_cross_entropy_with_logits(disc_logits, labels)
-            loss = o.gen_weight * mlm_loss + o.disc_weight * disc_loss
-        loss.backward()
+            return o.gen_weight * mlm_loss + o.disc_weight * disc_loss
+
+    losses = compiled(losses, cfg)
+
+    def step(batch):
+        losses(batch).backward()
         torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -284,7 +296,12 @@ def main() -> None:
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--compile", action="store_true", help="torch.compile our step")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the forward and loss of ours and careful",
+    )
+    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES)
     p.add_argument(
         "--impls", nargs="+", default=list(IMPLEMENTATIONS), choices=list(IMPLEMENTATIONS)
     )
@@ -308,7 +325,7 @@ def main() -> None:
 
     cfg = run_config(args)
     if args.compile:
-        cfg = replace(cfg, train=replace(cfg.train, compile=True))
+        cfg = replace(cfg, train=replace(cfg.train, compile=True, compile_mode=args.compile_mode))
     device = torch.device(args.device)
     torch.manual_seed(0)
     data = batches(cfg, device)
@@ -332,7 +349,7 @@ def main() -> None:
         "batch": args.batch,
         "seq_len": args.seq_len,
         "precision": args.precision,
-        "compile": args.compile,
+        "compile": args.compile and args.compile_mode,
         "malloc": "default" if args.default_malloc else "keep freed memory",
         "device": machine,
         "model_flops_per_step": flops,

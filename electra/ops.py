@@ -1,8 +1,9 @@
 """The model's hot-path ops where the stock kernel is slow on CPU: linear layers, dropout, attention.
 
-Linear layers: torch's fp32 products on CPU go to MKL's sgemm, which on CPUs not made by Intel takes
-a slow code path: on an AMD EPYC with AVX-512 it runs a 4096² product at 0.19 TFLOP/s where oneDNN,
-also inside torch, runs it at 0.40 (benchmarks/RESULTS.md). There `Linear` and `linear` run the
+Linear layers: torch's fp32 products on CPU go to MKL's sgemm, which on CPUs not made by Intel keeps
+to AVX2 code: on an AMD EPYC with AVX-512 it runs a 4096² product at 0.19 TFLOP/s where oneDNN,
+also inside torch, runs it at 0.40 (benchmarks/RESULTS.md). On an AVX2-only AMD CPU MKL is the
+faster of the two, and runs. There `Linear` and `linear` run the
 forward and the input gradient through oneDNN's linear (its bias added in the same pass, where
 `addmm` first copies the bias into the output) and the weight gradient through oneDNN in whichever
 orientation runs faster. On Intel CPUs, on GPU, in bf16 autocast (already oneDNN) and under
@@ -36,20 +37,19 @@ from torch.utils import flop_counter
 from electra.errors import ElectraError
 
 
-def _cpu_vendor() -> str:
+def _cpuinfo(field: str) -> str:
+    """The first CPU's `field` in /proc/cpuinfo ("" where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next(
-                (line.split(":")[1].strip() for line in f if line.startswith("vendor_id")), ""
-            )
+            return next((line.split(":")[1].strip() for line in f if line.startswith(field)), "")
     except OSError:
         return ""
 
 
 @functools.cache
 def onednn_linear_enabled() -> bool:
-    """oneDNN for fp32 linear layers on CPU where torch's products would take MKL's slow path on a
-    CPU not made by Intel; `ELECTRA_CPU_LINEAR` (onednn, stock or auto) overrides. Read on first
+    """oneDNN for fp32 linear layers on CPU where torch's products would take MKL's slow path (an
+    AVX-512 CPU not made by Intel); `ELECTRA_CPU_LINEAR` (onednn, stock or auto) overrides. Read on first
     use, so that a bad value is an error the CLI reports, not a failed import."""
     choice = os.environ.get("ELECTRA_CPU_LINEAR", "auto")
     if choice not in ("auto", "onednn", "stock"):
@@ -61,7 +61,15 @@ def onednn_linear_enabled() -> bool:
     if choice == "onednn":
         return True
     x86 = platform.machine().lower() in ("x86_64", "amd64")
-    return x86 and torch.backends.mkl.is_available() and _cpu_vendor() not in ("", "GenuineIntel")
+    return x86 and torch.backends.mkl.is_available() and mkl_slow_path(_cpuinfo)
+
+
+def mkl_slow_path(cpuinfo) -> bool:
+    """Whether MKL's products run below oneDNN's here: on a CPU with AVX-512 not made by Intel MKL
+    keeps to its AVX2 kernels while oneDNN uses AVX-512. On an AVX2-only CPU both have AVX2 and
+    MKL's are the faster (benchmarks/RESULTS.md, issue 15: 576 against 350 tokens/s)."""
+    vendor, flags = cpuinfo("vendor_id"), cpuinfo("flags").split()
+    return vendor not in ("", "GenuineIntel") and "avx512f" in flags
 
 
 if torch.backends.mkldnn.is_available() and (

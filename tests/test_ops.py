@@ -92,6 +92,20 @@ def test_cpu_linear_setting_rejects_an_unknown_value(monkeypatch):
     assert read() is torch.backends.mkldnn.is_available()
 
 
+@pytest.mark.parametrize(
+    ("vendor", "flags", "onednn"),
+    [
+        ("AuthenticAMD", "fpu avx2 avx512f avx512bw", True),
+        ("AuthenticAMD", "fpu avx2", False),  # MKL's AVX2 kernels beat oneDNN's there
+        ("GenuineIntel", "fpu avx2 avx512f", False),
+        ("", "", False),
+    ],
+)
+def test_onednn_linear_only_where_mkl_takes_its_slow_path(vendor, flags, onednn):
+    info = {"vendor_id": vendor, "flags": flags}
+    assert ops.mkl_slow_path(lambda field: info[field]) is onednn
+
+
 def reference_attention(x, weights, biases, heads, mask, keep, p):
     """Textbook multi-head attention with a given keep mask [B, heads, T, T]."""
     b, t, h = x.shape
