@@ -334,30 +334,31 @@ def test_glue_finetune_learns_writes_results_and_evaluates(tmp_path, capsys, tin
     assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
 
 
+def varied_sst_dir(root, n=32):
+    """SST-2-format files as `sst_dir`'s, with sentences of 1 to 6 filler words."""
+    rows = [[f"{sentence(i, 1 + i % 6)} {'good' if i % 2 else 'bad'}", i % 2] for i in range(n)]
+    write_tsv(root / "train.tsv", [["sentence", "label"], *rows])
+    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[:8]])
+    return root
+
+
+def train_losses(capsys, model, data, out, *flags):
+    """Two epochs of SST-2 with dropout off: the run's recipe and its per-epoch training losses."""
+    code, _, err = finetune_cli(
+        capsys, model, "sst2", data, out, "--epochs", "2", "--dropout", "0", *FAST, *flags
+    )
+    assert code == 0, err
+    results = json.loads((out / "results.json").read_text())
+    return results["config"], results["per_seed"][0]["train_loss"]
+
+
 def test_compiled_fine_tuning_matches_eager(tmp_path, capsys, tiny_pretrained):
     """--compile: the same losses as eager (dropout off, as the two draw different bits)."""
-    data = sst_dir(tmp_path / "sst")
-    losses = {}
-    for arm in ("eager", "compiled"):
-        extra = ["--compile"] if arm == "compiled" else []
-        code, _, err = finetune_cli(
-            capsys,
-            tiny_pretrained,
-            "sst2",
-            data,
-            tmp_path / arm,
-            "--epochs",
-            "2",
-            "--dropout",
-            "0",
-            *FAST,
-            *extra,
-        )
-        assert code == 0, err
-        results = json.loads((tmp_path / arm / "results.json").read_text())
-        losses[arm] = results["per_seed"][0]["train_loss"]
-        assert results["config"]["compile"] == (arm == "compiled")
-    assert losses["compiled"] == pytest.approx(losses["eager"], rel=1e-4)
+    data = varied_sst_dir(tmp_path / "sst")
+    eager_cfg, eager = train_losses(capsys, tiny_pretrained, data, tmp_path / "eager")
+    cfg, compiled = train_losses(capsys, tiny_pretrained, data, tmp_path / "compiled", "--compile")
+    assert cfg["compile"] and not eager_cfg["compile"]
+    assert compiled == pytest.approx(eager, rel=1e-4)
 
 
 def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,7 +12,7 @@ from electra.heads import ElectraForSequenceClassification
 from electra.packing import first_fit, pack_batch
 
 from .conftest import tiny_model_config
-from .test_finetune import FAST, finetune_cli, sentence, write_tsv
+from .test_finetune import train_losses, varied_sst_dir
 
 
 def test_first_fit_places_the_longest_first_into_the_first_row_with_room():
@@ -111,27 +109,10 @@ def test_packed_training_with_dropout_is_finite():
 
 
 def test_fine_tuning_packed_and_padded_give_the_same_losses(tmp_path, capsys, tiny_pretrained):
-    rows = [[f"{sentence(i, 1 + i % 6)} {'good' if i % 2 else 'bad'}", i % 2] for i in range(32)]
-    data = tmp_path / "sst"
-    write_tsv(data / "train.tsv", [["sentence", "label"], *rows])
-    write_tsv(data / "dev.tsv", [["sentence", "label"], *rows[:8]])
-    losses = {}
-    for arm in ("pack", "no-pack"):
-        code, _, err = finetune_cli(
-            capsys,
-            tiny_pretrained,
-            "sst2",
-            data,
-            tmp_path / arm,
-            "--epochs",
-            "2",
-            "--dropout",
-            "0",
-            f"--{arm}",
-            *FAST,
-        )
-        assert code == 0, err
-        results = json.loads((tmp_path / arm / "results.json").read_text())
-        assert results["config"]["pack"] == (arm == "pack")
-        losses[arm] = results["per_seed"][0]["train_loss"]
-    assert losses["pack"] == pytest.approx(losses["no-pack"], rel=1e-4)
+    data = varied_sst_dir(tmp_path / "sst")
+    cfg, packed = train_losses(capsys, tiny_pretrained, data, tmp_path / "packed", "--pack")
+    padded_cfg, padded = train_losses(
+        capsys, tiny_pretrained, data, tmp_path / "padded", "--no-pack"
+    )
+    assert cfg["pack"] and not padded_cfg["pack"]
+    assert packed == pytest.approx(padded, rel=1e-4)
