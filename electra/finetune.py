@@ -109,9 +109,7 @@ def train_model(
     for _ in range(cfg.epochs):
         loss_sum = torch.zeros((), device=device)
         for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
-            # Packed rows take the full encoded width: longer rows hold more examples, and
-            # fewer rows mean less padding where a batch's longest example is long (MRPC, RTE).
-            batch = _rows(data, idx)
+            batch = _rows(data, idx)  # untrimmed: pack_batch chooses its rows' width itself
             batch = pack_batch(batch) if cfg.pack and task.packable else trim(batch)
             batch = to_device(batch, device)
             set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-Batch = dict[str, torch.Tensor]
+from electra.tasks.base import Batch
 
 
 def first_fit(lengths: list[int], width: int) -> list[tuple[int, int]]:
