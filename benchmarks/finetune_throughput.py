@@ -3,6 +3,8 @@
     python benchmarks/finetune_throughput.py --preset small --glue ../shared/data/glue --task sst2
     python benchmarks/finetune_throughput.py --model RUN/discriminator --glue ... --device cuda
 
+The Trainer needs `pip install transformers accelerate` (neither is a dependency of electra).
+
 Both fine-tune the same weights (`--model`, or a random discriminator of `--preset` with a WordPiece
 vocabulary trained on the task's training text) on the same training examples, batch 32, max length
 128, and predict the whole dev set, on the same device and precision (bf16 autocast on GPU, fp32 on
