@@ -2,12 +2,12 @@
 
 Linear layers: torch's fp32 products on CPU go to MKL's sgemm, which on CPUs not made by Intel keeps
 to AVX2 code: on an AMD EPYC with AVX-512 it runs a 4096² product at 0.19 TFLOP/s where oneDNN,
-also inside torch, runs it at 0.40 (benchmarks/RESULTS.md). On an AVX2-only AMD CPU MKL is the
-faster of the two, and runs. There `Linear` and `linear` run the
-forward and the input gradient through oneDNN's linear (its bias added in the same pass, where
+also inside torch, runs it at 0.40 (benchmarks/RESULTS.md). On such CPUs `Linear` and `linear` run
+the forward and the input gradient through oneDNN's linear (its bias added in the same pass, where
 `addmm` first copies the bias into the output) and the weight gradient through oneDNN in whichever
-orientation runs faster. On Intel CPUs, on GPU, in bf16 autocast (already oneDNN) and under
-torch.compile the stock `F.linear` runs. `ELECTRA_CPU_LINEAR=onednn` or `=stock` overrides the choice.
+orientation runs faster. On Intel CPUs, on AVX2-only CPUs (where MKL's kernels are the faster), on
+GPU, in bf16 autocast (already oneDNN) and under torch.compile the stock `F.linear` runs.
+`ELECTRA_CPU_LINEAR=onednn` or `=stock` overrides the choice.
 
 On CPU, drawing the random numbers costs more than the dropout itself: `bernoulli_` spends about
 10 ns per element, and a pretraining step of the `small` preset draws some 60M (attention
@@ -49,8 +49,8 @@ def _cpuinfo(field: str) -> str:
 @functools.cache
 def onednn_linear_enabled() -> bool:
     """oneDNN for fp32 linear layers on CPU where torch's products would take MKL's slow path (an
-    AVX-512 CPU not made by Intel); `ELECTRA_CPU_LINEAR` (onednn, stock or auto) overrides. Read on first
-    use, so that a bad value is an error the CLI reports, not a failed import."""
+    AVX-512 CPU not made by Intel); `ELECTRA_CPU_LINEAR` (onednn, stock or auto) overrides. Read on
+    first use, so that a bad value is an error the CLI reports, not a failed import."""
     choice = os.environ.get("ELECTRA_CPU_LINEAR", "auto")
     if choice not in ("auto", "onednn", "stock"):
         raise ElectraError(

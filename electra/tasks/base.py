@@ -42,9 +42,8 @@ class Task:
     eval_batch_size: int = 64
     main_metric: str = ""
     token_outputs: tuple[str, ...] = ()  # outputs of `infer` with one value per token
-    packable: bool = (
-        False  # `losses` takes packed batches (electra.packing): one output per example
-    )
+    # `losses` takes packed batches (electra.packing): tasks with one output per example
+    packable: bool = False
     # split name -> {evaluation set name: candidate file names}; one set for most tasks.
     files: dict[str, dict[str, tuple[str, ...]]] = {}
 
