@@ -12,7 +12,8 @@ reported, as the paper does; `--finetune-set key=value` changes the recipe of bo
 example `epochs=10`). Every run's folder (results.json, predictions.jsonl, and summary.json for
 the table) is kept under OUT/runs/, and after each run OUT/transfer.json and the table
 OUT/transfer.md are rebuilt from all of them, so arms (`--inits`) or disjoint `--tasks` may run at
-different times or side by side into one OUT, and a finished run is not redone. The table says, per
+different times or side by side into one OUT; a finished run is not redone, and an interrupted one
+keeps the seeds it finished. The table says, per
 task, whether the pretrained arm beats random initialization by more than the seed spread (its
 worst seed above random init's best).
 """
@@ -91,7 +92,13 @@ def main() -> None:
             )
             start = time.perf_counter()
             results = finetune(
-                model, task, Path(args.glue) / TASKS[task], run_dir, cfg, overwrite=True
+                model,
+                task,
+                Path(args.glue) / TASKS[task],
+                run_dir,
+                cfg,
+                overwrite=True,
+                resume=True,
             )
             metric = results["main_metric"]
             summary = {

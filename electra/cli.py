@@ -259,7 +259,13 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     from electra.finetune import finetune
 
     results = finetune(
-        args.model, args.task, args.data, args.out, _finetune_settings(args), args.overwrite
+        args.model,
+        args.task,
+        args.data,
+        args.out,
+        _finetune_settings(args),
+        overwrite=args.overwrite,
+        resume=args.resume,
     )
     spread = results["spread"]
     n = len(results["seeds"])
@@ -421,6 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--data", required=True, help="the task's folder (e.g. glue/SST-2)")
     ft.add_argument("--out", required=True)
     ft.add_argument("--overwrite", action="store_true")
+    ft.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the seeds an interrupted run of the same recipe already finished",
+    )
     _add_finetune_flags(ft)
     ft.set_defaults(func=cmd_finetune)
 

@@ -308,6 +308,18 @@ def save_finetuned(
     )
 
 
+def finished_seed(seed_dir: Path, cfg: FinetuneConfig, source: Path) -> dict | None:
+    """The result of a seed an earlier run finished with this exact recipe and model, else None."""
+    try:
+        saved = json.loads((seed_dir / "results.json").read_text())
+        pretrained = json.loads((seed_dir / FINETUNE_FILE).read_text())["pretrained"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if saved.get("config") != json.loads(json.dumps(asdict(cfg))) or pretrained != str(source):
+        return None
+    return {k: saved[k] for k in ("task", "seed", "metrics", "train_loss")}
+
+
 def finetune(
     model_path: str | Path,
     task_name: str,
@@ -315,9 +327,11 @@ def finetune(
     out_dir: str | Path,
     cfg: FinetuneConfig,
     overwrite: bool = False,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Fine-tunes `cfg.seeds` times and scores each on the dev split; returns the summary that is
-    also written to OUT/results.json."""
+    also written to OUT/results.json. With `resume`, seeds that an interrupted run with the same
+    recipe and model already finished (in OUT's hidden .tmp folder) are kept, not retrained."""
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ElectraError(f"{out_dir} already exists: choose another --out or pass --overwrite")
@@ -350,10 +364,18 @@ def finetune(
     )
 
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    if not resume:
+        shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True, exist_ok=True)
     per_seed = []
     for seed in range(cfg.seed, cfg.seed + cfg.seeds):
+        seed_dir = tmp / f"seed_{seed}"
+        result = finished_seed(seed_dir, cfg, source)
+        if result is not None:
+            per_seed.append(result)
+            print(f"seed {seed}: kept from the interrupted run in {seed_dir}", file=sys.stderr)
+            continue
+        shutil.rmtree(seed_dir, ignore_errors=True)
         torch.manual_seed(seed)
         model = task.build_model(model_cfg)
         if not cfg.random_init:
@@ -362,11 +384,11 @@ def finetune(
         model.to(device)
         losses = train_model(task, model, train_data, cfg, device, seed)
         scores, predictions = evaluate_sets(task, model, dev, dev_data, device, cfg.precision)
-        seed_dir = tmp / f"seed_{seed}"
         save_finetuned(model.cpu(), task, tokenizer, cfg, seed_dir, source)
-        result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
-        write_json_atomic(seed_dir / "results.json", {**result, "config": asdict(cfg)})
         write_jsonl(seed_dir / "predictions.jsonl", predictions)
+        result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
+        # Written last: a seed folder with results.json is complete (see finished_seed).
+        write_json_atomic(seed_dir / "results.json", {**result, "config": asdict(cfg)})
         per_seed.append(result)
         shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
         print(f"seed {seed}: {shown}", file=sys.stderr)

@@ -4,6 +4,7 @@ and few-step runs of every task family through the command line, with their outp
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict
 
 import pytest
@@ -335,6 +336,38 @@ def test_glue_finetune_learns_writes_results_and_evaluates(tmp_path, capsys, tin
     lines = (best / "eval-test" / "SST-2.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 6
     assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
+
+
+def test_resume_keeps_finished_seeds_of_the_same_recipe_only(tmp_path, capsys, tiny_pretrained):
+    """An interrupted multi-seed run leaves OUT's .tmp folder; --resume keeps the seeds it finished
+    with the same recipe and model, retrains the rest, and ignores seeds of another recipe."""
+    data = sst_dir(tmp_path / "sst")
+    out = tmp_path / "ft"
+    args = ("--epochs", "2", "--seeds", "2", *FAST)
+    assert finetune_cli(capsys, tiny_pretrained, "sst2", data, out, *args)[0] == 0
+    full = json.loads((out / "results.json").read_text())
+    # As if killed during seed 1: seed 0 finished, seed 1 half-written (no results.json).
+    interrupted = tmp_path / ".ft.tmp"
+    shutil.copytree(out / "seed_0", interrupted / "seed_0")
+    shutil.copytree(out / "seed_1", interrupted / "seed_1")
+    (interrupted / "seed_1" / "results.json").unlink()
+    marker = interrupted / "seed_0" / "marker"
+    marker.write_text("kept")
+    code, _, err = finetune_cli(
+        capsys, tiny_pretrained, "sst2", data, out, *args, "--overwrite", "--resume"
+    )
+    assert code == 0, err
+    assert "seed 0: kept" in err and "seed 1: kept" not in err
+    assert (out / "seed_0" / "marker").is_file() and not interrupted.exists()
+    resumed = json.loads((out / "results.json").read_text())
+    assert resumed["per_seed"] == full["per_seed"]  # seed 1 retrained to the same numbers
+    # A different recipe does not reuse the finished seed.
+    shutil.copytree(out / "seed_0", interrupted / "seed_0")
+    code, _, err = finetune_cli(
+        capsys, tiny_pretrained, "sst2", data, out, *args, "--lr", "1e-3", "--overwrite", "--resume"
+    )
+    assert code == 0 and "kept" not in err
+    assert not (out / "seed_0" / "marker").exists()
 
 
 def varied_sst_dir(root, n=32):
