@@ -1,28 +1,51 @@
-"""Training checkpoints: everything needed to continue a run bit for bit.
+"""Training checkpoints: everything needed to continue a run, whatever kills it.
 
 RUN/checkpoints/step_00001000/ holds `model.safetensors` (the objective's weights, shared tensors
-stored once), `state.pt` (optimizer, RNG and data position; plain tensors and numbers, loaded with
-`weights_only=True`) and `config.json` (the resolved run config). Each is written to a temporary
-folder and renamed, and only the newest `keep_last` are kept.
+stored once), `state.pt` (optimizer state keyed by parameter name, data position and step; plain
+tensors and numbers, loaded with `weights_only=True`), `config.json` (the resolved run config) and,
+written last, `checksums.json` (SHA-256 of the others). Each checkpoint is written to a hidden
+temporary folder, flushed to disk and renamed; a folder without valid checksums is never taken as
+complete, so a kill, a crash or a full disk mid-write leaves the previous checkpoint the newest
+one. Only the newest `keep_last` are kept.
+
+Weights and optimizer state go through `torch.distributed.checkpoint.state_dict`, so one format
+serves a single process, DDP and FSDP (gathered whole on save, sharded again on load), and a run
+may resume with another number of processes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, save_file
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
 from electra.config import RunConfig
+from electra.distributed import any_rank, barrier
 from electra.errors import ElectraError
 
 PREFIX = "step_"
+CHECKSUMS = "checksums.json"
+FILES = ("model.safetensors", "state.pt", "config.json")
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def checkpoint_dirs(run_dir: Path) -> list[Path]:
+    """The run's checkpoint folders, oldest first, complete or not."""
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
@@ -34,17 +57,65 @@ def checkpoint_dirs(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[len(PREFIX) :]))
 
 
-def rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+def is_complete(path: Path) -> bool:
+    """Whether every file of checkpoint `path` is present with the checksum written for it."""
+    try:
+        sums = json.loads((path / CHECKSUMS).read_text())
+        return set(sums) == set(FILES) and all(_sha256(path / f) == sums[f] for f in FILES)
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def latest_complete(run_dir: Path) -> Path | None:
+    """The newest checkpoint that verifies; newer, broken ones are named on stderr and skipped."""
+    for path in reversed(checkpoint_dirs(run_dir)):
+        if is_complete(path):
+            return path
+        print(f"skipping checkpoint {path}: incomplete or corrupt (checksums)", file=sys.stderr)
+    return None
+
+
+def _canonical_names(model: nn.Module) -> dict[str, str]:
+    """Each parameter or buffer name -> the one name its tensor is stored under (tied tensors,
+    such as the shared embedding table, are stored once, under the first name in sorted order)."""
+    by_tensor: dict[int, list[str]] = {}
+    for name, t in [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]:
+        by_tensor.setdefault(id(t), []).append(name)
+    return {n: min(names) for names in by_tensor.values() for n in names}
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_files(tmp: Path, weights: dict, state: dict, cfg: RunConfig) -> None:
+    save_file(weights, str(tmp / "model.safetensors"))
+    torch.save(state, tmp / "state.pt")
+    cfg.save(tmp / "config.json")
+    sums = {}
+    for name in FILES:
+        with open(tmp / name, "rb+") as f:
+            os.fsync(f.fileno())
+        sums[name] = _sha256(tmp / name)
+    (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=2) + "\n")
+    with open(tmp / CHECKSUMS, "rb+") as f:
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
 
 
 def save_checkpoint(
@@ -56,45 +127,70 @@ def save_checkpoint(
     cfg: RunConfig,
     keep_last: int,
     extra: dict[str, Any] | None = None,
+    is_main: bool = True,
 ) -> Path:
+    """Writes step `step`'s checkpoint. Every rank calls it (FSDP gathers the shards); rank 0
+    writes. A failed write (a full disk) removes the partial folder, keeps the previous
+    checkpoints and raises, on every rank, an error naming the last complete one."""
+    names = _canonical_names(model)
+    full = get_model_state_dict(model, options=_FULL)
+    weights = {k: v.contiguous() for k, v in full.items() if names.get(k, k) == k}
+    optim = get_optimizer_state_dict(model, optimizer, options=_FULL)
     root = Path(run_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:08d}"
-    tmp = root / f".{final.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_model(model, str(tmp / "model.safetensors"))
-    state = {
-        "step": step,
-        "optimizer": optimizer.state_dict(),
-        "rng": rng_state(),
-        "data": data_state,
-        **(extra or {}),
-    }
-    torch.save(state, tmp / "state.pt")
-    cfg.save(tmp / "config.json")
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
-    for old in checkpoint_dirs(run_dir)[:-keep_last]:
-        shutil.rmtree(old)
+    error = ""
+    if is_main:
+        tmp = root / f".{final.name}.tmp"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            state = {"step": step, "optimizer": optim, "data": data_state, **(extra or {})}
+            _write_files(tmp, weights, state, cfg)
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+            _fsync_dir(root)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            previous = latest_complete(run_dir)
+            error = f"cannot write checkpoint {final} ({e.strerror or e}); " + (
+                f"the last complete checkpoint, {previous.name}, is intact: free space, "
+                f"then continue with `electra pretrain --resume {run_dir}`"
+                if previous
+                else "there is no earlier checkpoint: free space and start again"
+            )
+        else:
+            for old in checkpoint_dirs(run_dir)[:-keep_last]:
+                shutil.rmtree(old)
+    if any_rank(bool(error), torch.device("cpu")):
+        raise ElectraError(error or "rank 0 could not write a checkpoint: see its error")
+    barrier()
     return final
 
 
 def load_checkpoint(
     path: Path, model: nn.Module, optimizer: torch.optim.Optimizer
 ) -> dict[str, Any]:
-    """Restores weights and optimizer in place; returns the state (step, rng, data position)."""
+    """Restores weights and optimizer in place (every rank reads `path`, so it must be on storage
+    all nodes see); returns the state (step, data position, ...)."""
     try:
-        missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
+        saved = load_file(str(path / "model.safetensors"))
         state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
     except (OSError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0]
         raise ElectraError(f"cannot load checkpoint {path}: {first}") from None
+    names = _canonical_names(model)
+    missing = sorted(n for n, c in names.items() if c not in saved)
+    unexpected = sorted(set(saved) - set(names.values()))
     if missing or unexpected:
         raise ElectraError(
             f"checkpoint {path} does not fit this model (missing {len(missing)}, unexpected "
             f"{len(unexpected)} tensors): resume with the config the run was started with"
         )
-    optimizer.load_state_dict(state["optimizer"])
+    weights = {n: saved[c] for n, c in names.items()}
+    set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
+    set_optimizer_state_dict(
+        model, optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True)
+    )
     return state

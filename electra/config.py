@@ -122,6 +122,7 @@ class ObjectiveConfig:
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+PARALLEL_MODES = ("ddp", "fsdp")
 
 # Objective fields that shape the networks: a resumed run takes them from its checkpoint.
 ARCHITECTURE_FIELDS = (
@@ -181,21 +182,49 @@ class TrainConfig:
     init_from: str = ""
     progress: bool = True
     tensorboard: bool = True
+    # Under torchrun: ddp (a replica per process) or fsdp (parameters, gradients and optimizer
+    # state sharded over the processes, for models that do not fit one device).
+    parallel: str = "ddp"
+    # A step with a non-finite loss or gradient is skipped; this many in a row stop the run.
+    max_skipped_steps: int = 20
 
     def __post_init__(self) -> None:
+        if self.parallel not in PARALLEL_MODES:
+            raise ElectraError(
+                f"train.parallel={self.parallel!r}: use {' or '.join(PARALLEL_MODES)}"
+            )
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ElectraError(f"train.precision={self.precision!r}: use auto, fp32 or bf16")
         if self.compile_mode not in COMPILE_MODES:
             raise ElectraError(
                 f"train.compile_mode={self.compile_mode!r}: use {', '.join(COMPILE_MODES)}"
             )
-        for name in ("steps", "batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
+        for name in (
+            "steps",
+            "batch_size",
+            "grad_accum",
+            "log_every",
+            "save_every",
+            "keep_last",
+            "max_skipped_steps",
+        ):
             if getattr(self, name) < 1:
                 raise ElectraError(f"train.{name} must be at least 1 (got {getattr(self, name)})")
         if self.batch_size % self.grad_accum:
             raise ElectraError(
                 f"train.batch_size={self.batch_size} is not divisible by train.grad_accum={self.grad_accum}"
             )
+
+    def micro_batch(self, world_size: int) -> int:
+        """Sequences per forward pass on each process: the global batch over processes and
+        accumulation steps."""
+        parts = self.grad_accum * world_size
+        if self.batch_size % parts:
+            raise ElectraError(
+                f"train.batch_size={self.batch_size} (the global batch) is not divisible by "
+                f"train.grad_accum={self.grad_accum} x {world_size} processes: change one of them"
+            )
+        return self.batch_size // parts
 
     @property
     def warmup(self) -> int:

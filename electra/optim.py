@@ -69,6 +69,20 @@ class AdamWNoBiasCorrection(torch.optim.AdamW):
                 group["lr"], group["eps"], group["weight_decay"] = lr, eps, wd
 
 
+def forget_skipped_steps(optimizer: torch.optim.Optimizer, skipped: int) -> None:
+    """Takes steps the trainer skipped (non-finite gradients) out of the official step counts.
+
+    The fused kernel leaves a skipped step out of torch's own count on the device; the official
+    count lives on the host and learns of skips at the next logging step, when the trainer reads
+    them. Until then the bias-correction cancellation uses a count a few steps high, which changes
+    the update by far less than one part in a thousand after the first few hundred steps."""
+    if not skipped or not isinstance(optimizer, AdamWNoBiasCorrection):
+        return
+    for group in optimizer.param_groups:
+        if "official_steps" in group:
+            group["official_steps"] = max(0, group["official_steps"] - skipped)
+
+
 def build_optimizer(
     groups: list[dict], cfg: TrainConfig | FinetuneConfig, device: torch.device
 ) -> torch.optim.Optimizer:

@@ -8,6 +8,7 @@ back only at logging steps, so the hot loop never waits on the host.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import shutil
 import signal
@@ -18,22 +19,48 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
-from electra.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint, set_rng_state
-from electra.config import RunConfig, TrainConfig, with_architecture_of
+from electra.checkpoint import (
+    checkpoint_dirs,
+    latest_complete,
+    load_checkpoint,
+    save_checkpoint,
+)
+from electra.config import RunConfig, TrainConfig, with_architecture_of, write_text_atomic
 from electra.data import BatchStream, PretrainingData
+from electra.distributed import (
+    World,
+    all_reduce_,
+    any_rank,
+    close_process_group,
+    gradient_sync,
+    init_process_group,
+    restarted_by_torchrun,
+    world_from_env,
+    wrap,
+)
 from electra.errors import ElectraError
 from electra.flops import official_train_flops
 from electra.host_memory import keep_freed_memory
-from electra.model import count_parameters, format_count
+from electra.model import ElectraLayer, count_parameters, format_count
 from electra.objectives import Objective, StepOutput, build_objective, check_objective
 from electra.ops import onednn_linear_enabled
-from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
+from electra.optim import (
+    build_optimizer,
+    forget_skipped_steps,
+    learning_rate,
+    param_groups,
+    set_learning_rate,
+)
 from electra.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
+from electra.runlock import LOCK_FILE, RunLock
 from electra.tokenizer import fingerprint, load_tokenizer
-from electra.tracking import RunLogger, auc_from_histograms, auc_histograms
+from electra.tracking import RunLogger, auc_from_histograms, auc_histograms, read_metrics
 
 
 def resolve_device(name: str) -> torch.device:
@@ -132,6 +159,7 @@ class Window:
         self.auc_hist: tuple[torch.Tensor, torch.Tensor] | None = None
         self.steps = 0
         self.grad_norm: torch.Tensor | float = 0.0
+        self.skipped: torch.Tensor | int = 0  # steps skipped for a non-finite loss or gradient
         self.start = time.perf_counter()
 
     def add(self, out: StepOutput) -> None:
@@ -145,15 +173,31 @@ class Window:
                 pos, neg = pos + self.auc_hist[0], neg + self.auc_hist[1]
             self.auc_hist = (pos, neg)
 
-    def end_step(self, grad_norm: torch.Tensor) -> None:
+    def end_step(self, grad_norm: torch.Tensor, skipped: torch.Tensor) -> None:
         self.steps += 1
-        self.grad_norm = self.grad_norm + grad_norm
+        # A skipped step's norm is not finite: it would poison the window's mean.
+        self.grad_norm = self.grad_norm + torch.where(skipped, 0.0, grad_norm)
+        self.skipped = self.skipped + skipped
 
-    def summary(self) -> dict[str, float]:
-        means = {k: v.item() / self.counts[k] for k, v in self.sums.items()}
-        means["grad_norm"] = float(self.grad_norm) / self.steps
+    def summary(self, world_size: int = 1) -> dict[str, float]:
+        """Means over the window and over all ranks (one all-reduce, at logging steps only)."""
+        names = sorted(self.sums)
+        flat = [self.sums[k].float().reshape(1) for k in names]
+        flat.append(torch.as_tensor(self.grad_norm, dtype=torch.float32).reshape(1))
         if self.auc_hist is not None:
-            means["disc_auc"] = auc_from_histograms(*self.auc_hist)
+            flat += [self.auc_hist[0], self.auc_hist[1]]
+        packed = all_reduce_(torch.cat([t.to(flat[0].device) for t in flat])).cpu()
+        means = {k: packed[i].item() / (self.counts[k] * world_size) for i, k in enumerate(names)}
+        skipped = int(self.skipped)
+        taken = self.steps - skipped
+        means["grad_norm"] = packed[len(names)].item() / world_size / taken if taken else math.nan
+        means["skipped_steps"] = skipped
+        if self.auc_hist is not None:
+            bins = self.auc_hist[0].numel()
+            start = len(names) + 1
+            means["disc_auc"] = auc_from_histograms(
+                packed[start : start + bins], packed[start + bins :]
+            )
         return means
 
 
@@ -184,6 +228,35 @@ class StopRequest:
             signal.signal(sig, handler)
 
 
+class NonFiniteGuard:
+    """Counts steps skipped for a non-finite loss or gradient, on the device: the current run of
+    consecutive ones and the longest since the last check, read only where the loop syncs anyway."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.streak = torch.zeros((), dtype=torch.long, device=device)
+        self.longest = torch.zeros((), dtype=torch.long, device=device)
+
+    def update(self, skipped: torch.Tensor) -> None:
+        self.streak = (self.streak + 1) * skipped
+        self.longest = torch.maximum(self.longest, self.streak)
+
+    def longest_since_check(self) -> int:
+        """The longest streak since the last call, the same on every rank (their gradients
+        are all-reduced, so they skip together)."""
+        longest = int(self.longest)
+        self.longest = self.streak.clone()
+        return longest
+
+
+def micro_batch_seed(seed: int, step: int, index: int) -> int:
+    """The RNG seed for global micro-batch `index` of optimizer step `step`. Masking, sampling and
+    dropout draw from it, so a micro-batch's randomness depends on which rows it holds, not on
+    which process or accumulation slot trains it: one process accumulating k micro-batches and k
+    processes taking one each compute the same step, and a run may resume on another number of
+    processes without changing what it trains on."""
+    return int(np.random.SeedSequence([seed, step, index]).generate_state(1, np.uint64)[0] >> 1)
+
+
 def train_step(
     step_fn: Callable[..., StepOutput],
     optimizer: torch.optim.Optimizer,
@@ -191,26 +264,66 @@ def train_step(
     micro_batches: list[dict[str, torch.Tensor]],
     cfg: TrainConfig,
     window: Window,
-) -> None:
-    """One optimizer step over micro-batches already on the device: gradients accumulated, clipped
-    and applied, statistics added to `window`. Nothing in it reads a value back to the host
-    (tests/test_host_syncs.py counts), so a GPU runs it ahead of Python, and it can be captured."""
+    seeds: list[int] | None = None,
+) -> torch.Tensor:
+    """One optimizer step over micro-batches already on the device: gradients accumulated (and
+    all-reduced once, after the last, under DDP or FSDP), clipped and applied, statistics added to
+    `window`. With `seeds`, the RNG is seeded with `seeds[i]` before micro-batch i.
+
+    A non-finite loss or gradient norm on any rank skips the update: the fused optimizer reads the
+    flag on the device (as under a GradScaler), so weights and moments stay as they were without a
+    host sync. Nothing here reads a value back to the host (tests/test_host_syncs.py counts), so a
+    GPU runs it ahead of Python, and it can be captured. Returns the skipped flag (a bool tensor)."""
     device = micro_batches[0]["input_ids"].device
-    for batch in micro_batches:
-        with autocast(device, cfg.precision):
-            out = step_fn(**batch)
-        (out.loss / len(micro_batches)).backward()
+    bad = torch.zeros((), dtype=torch.bool, device=device)
+    for i, batch in enumerate(micro_batches):
+        if seeds is not None:
+            torch.manual_seed(seeds[i])
+        with gradient_sync(step_fn, enabled=i == len(micro_batches) - 1):
+            with autocast(device, cfg.precision):
+                out = step_fn(**batch)
+            (out.loss / len(micro_batches)).backward()
+        bad |= ~torch.isfinite(out.loss.detach())
         window.add(out)
     grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-    optimizer.step()
+    if isinstance(grad_norm, DTensor):  # FSDP: the norm over all shards
+        grad_norm = grad_norm.full_tensor()
+    # A non-finite loss on one rank makes every rank's all-reduced gradient non-finite; the flag
+    # is reduced too, for the rare loss that overflows without its gradient doing so.
+    skipped = all_reduce_(bad.float(), "max").bool() | ~torch.isfinite(grad_norm)
+    if getattr(optimizer, "defaults", {}).get("fused"):
+        optimizer.found_inf = skipped.float()
+        optimizer.step()
+    elif not skipped.item():  # unfused optimizers cannot skip on the device: read the flag
+        optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    window.end_step(grad_norm)
+    window.end_step(grad_norm, skipped)
+    return skipped
 
 
 def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
-    """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator."""
+    """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator.
+
+    Under torchrun, each of the WORLD_SIZE processes trains on its share of every global batch
+    (`train.parallel`: ddp or fsdp); rank 0 alone writes. A worker that torchrun restarts after a
+    failure resumes from the run's last complete checkpoint."""
     run_dir = Path(run_dir)
-    device = resolve_device(cfg.train.device)
+    world = world_from_env()
+    device = init_process_group(world, resolve_device(cfg.train.device))
+    try:
+        lock = RunLock(run_dir).acquire() if world.is_main else None
+        try:
+            return _pretrain(cfg, run_dir, resume or restarted_by_torchrun(), world, device)
+        finally:
+            if lock is not None:
+                lock.release()
+    finally:
+        close_process_group()
+
+
+def _pretrain(
+    cfg: RunConfig, run_dir: Path, resume: bool, world: World, device: torch.device
+) -> Path:
     if not cfg.data.path:
         raise ElectraError(
             "no data folder: pass --data DIR (a folder written by `electra prepare`)"
@@ -218,71 +331,79 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
     latest = None
     if resume:
-        ckpts = checkpoint_dirs(run_dir)
-        if not ckpts:
-            raise ElectraError(
-                f"{run_dir} has no checkpoint to resume from: start it without --resume"
-            )
-        latest = ckpts[-1]
+        latest = latest_complete(run_dir)
+        if latest is None and not restarted_by_torchrun():
+            have = "only incomplete checkpoints" if checkpoint_dirs(run_dir) else "no checkpoint"
+            raise ElectraError(f"{run_dir} has {have} to resume from: start it without --resume")
+    if latest is not None:
         cfg = with_architecture_of(cfg, RunConfig.load(latest / "config.json"))
         if fingerprint(load_tokenizer(run_dir / "tokenizer")) != data.meta["tokenizer_fingerprint"]:
             raise ElectraError(
                 f"the data in {cfg.data.path} was tokenized with another vocabulary than run {run_dir}: "
                 "resume with data prepared with the run's tokenizer (RUN/tokenizer)"
             )
-    elif run_dir.exists() and any(run_dir.iterdir()):
+    elif not resume and run_dir.exists() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
         raise ElectraError(
             f"run folder {run_dir} already exists: continue it with --resume {run_dir} or choose another --out"
         )
-    init_from_pair = bool(cfg.train.init_from) and not resume
+    init_from_pair = bool(cfg.train.init_from) and latest is None
     if init_from_pair:
         cfg = configure_from_pair(cfg, data)
-    cfg = fit_config_to_data(cfg, data, keep_vocab=resume or init_from_pair)
+    cfg = fit_config_to_data(cfg, data, keep_vocab=latest is not None or init_from_pair)
 
     check_objective(cfg)
+    micro_batch = cfg.train.micro_batch(world.world_size)
     if device.type == "cpu":
         keep_freed_memory()
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
-    groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
-    optimizer = build_optimizer(groups, cfg.train, device)
-    micro_batch = cfg.train.batch_size // cfg.train.grad_accum
-    stream = BatchStream(data, micro_batch, seed=cfg.train.seed)
-    step, elapsed_before = 0, 0.0
     if init_from_pair:
         load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
+    layers = [m for m in objective.modules() if isinstance(m, ElectraLayer)]
+    model = wrap(objective, world, cfg.train.parallel, layers)
+    groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
+    optimizer = build_optimizer(groups, cfg.train, device)
+    stream = BatchStream(data, micro_batch, cfg.train.seed, world.rank, world.world_size)
+    step, elapsed_before = 0, 0.0
     if latest is not None:
         state = load_checkpoint(latest, objective, optimizer)
         step, elapsed_before = state["step"], state.get("elapsed_s", 0.0)
         stream.load_state_dict(state["data"])
-        set_rng_state(state["rng"])
-    else:
+    if world.is_main:
+        # Metrics a killed run logged after its last checkpoint are logged again from there.
+        drop_metrics_after(run_dir, step)
         run_dir.mkdir(parents=True, exist_ok=True)
         shutil.copytree(data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
-    cfg.save(run_dir / "config.json")
-
-    print(describe(objective), file=sys.stderr)
+    if world.is_main:
+        cfg.save(run_dir / "config.json")
+        print(describe(objective), file=sys.stderr)
+        if world.distributed:
+            print(
+                f"{cfg.train.parallel} over {world.world_size} processes: {micro_batch} sequences "
+                f"x {cfg.train.grad_accum} accumulation steps per process, "
+                f"{cfg.train.batch_size} per optimizer step",
+                file=sys.stderr,
+            )
     stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
-    if step >= stop:
+    if step >= stop and world.is_main:
         print(
             f"run {run_dir} is already at step {step}; raise --steps to train further",
             file=sys.stderr,
         )
     tokens_per_step = cfg.train.batch_size * data.seq_len
-    print(
-        f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
-        "(the official counter's convention, as in the paper's Table 1)",
-        file=sys.stderr,
-    )
+    if world.is_main:
+        print(
+            f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
+            "(the official counter's convention, as in the paper's Table 1)",
+            file=sys.stderr,
+        )
     params = [p for p in objective.parameters() if p.requires_grad]
-    step_fn = (
-        torch.compile(objective, mode=cfg.train.compile_mode) if cfg.train.compile else objective
-    )
-    logger = RunLogger(run_dir, cfg.train.tensorboard)
+    step_fn = torch.compile(model, mode=cfg.train.compile_mode) if cfg.train.compile else model
+    logger = RunLogger(run_dir, cfg.train.tensorboard) if world.is_main else None
     bar = tqdm(
         total=cfg.train.steps,
         initial=step,
-        disable=not cfg.train.progress,
+        disable=not (cfg.train.progress and world.is_main),
         unit="step",
         dynamic_ncols=True,
         file=sys.stderr,
@@ -290,19 +411,34 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     )
     objective.train()
     window = Window()
+    guard = NonFiniteGuard(device)
+    last_saved = latest.name if latest is not None else None
+    failure = ""
     start = time.perf_counter()
     with StopRequest() as stop_request:
-        while step < stop and not stop_request.requested:
+        while step < stop:
             lr = learning_rate(step, cfg.train.lr, cfg.train.steps, cfg.train.warmup)
             set_learning_rate(optimizer, lr)
             objective.begin_step(step)
             micro_batches = [to_device(next(stream), device) for _ in range(cfg.train.grad_accum)]
-            train_step(step_fn, optimizer, params, micro_batches, cfg.train, window)
+            seeds = [
+                micro_batch_seed(cfg.train.seed, step, i * world.world_size + world.rank)
+                for i in range(cfg.train.grad_accum)
+            ]
+            skipped = train_step(
+                step_fn, optimizer, params, micro_batches, cfg.train, window, seeds
+            )
+            guard.update(skipped)
             step += 1
             bar.update(1)
 
-            if step % cfg.train.log_every == 0 or step == stop:
-                record = window.summary()  # reads the device: the only sync in the loop
+            log_now = step % cfg.train.log_every == 0 or step == stop
+            save_now = step % cfg.train.save_every == 0 or step == stop
+            if not (log_now or save_now or (stop_request.requested and not world.distributed)):
+                continue
+            # The loop's sync points: ranks agree here on stopping, and the guard is read.
+            if log_now:
+                record = window.summary(world.world_size)  # reads the device
                 if device.type == "cuda":
                     torch.cuda.synchronize()
                 now = time.perf_counter()
@@ -313,10 +449,22 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
                     train_flops=official_train_flops(cfg, steps=step),
                     elapsed_s=elapsed_before + now - start,
                 )
-                logger.log(record)
+                if logger is not None:
+                    logger.log(record)
+                forget_skipped_steps(optimizer, record["skipped_steps"])
                 bar.set_postfix(_postfix(record), refresh=False)
                 window = Window()
-            if step % cfg.train.save_every == 0 or step == stop or stop_request.requested:
+            streak = guard.longest_since_check()
+            if streak >= cfg.train.max_skipped_steps:
+                failure = (
+                    f"stopped at step {step}: {streak} consecutive steps had a non-finite loss or "
+                    f"gradient (train.max_skipped_steps={cfg.train.max_skipped_steps}); the last "
+                    f"checkpoint, {last_saved or 'none'}, is from before them: lower train.lr or "
+                    f"check the data, then continue with `electra pretrain --resume {run_dir}`"
+                )
+                break
+            stopping = any_rank(stop_request.requested, device)
+            if save_now or stopping:
                 saving = time.perf_counter()
                 save_checkpoint(
                     run_dir,
@@ -327,24 +475,61 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
                     cfg,
                     cfg.train.keep_last,
                     extra={"elapsed_s": elapsed_before + saving - start},
+                    is_main=world.is_main,
                 )
+                last_saved = f"step {step}"
                 window.start += time.perf_counter() - saving  # tokens/s measures training only
+            if stopping:
+                break
     bar.close()
-    logger.close()
+    if logger is not None:
+        logger.close()
+    if failure:
+        raise ElectraError(failure)
     if step >= cfg.train.steps:
-        tokenizer = load_tokenizer(run_dir / "tokenizer")
-        for role, model in objective.models().items():
-            save_pretrained(model, run_dir / role, tokenizer)
-        print(
-            f"done: {step} steps; models in {run_dir}/{{{','.join(objective.models())}}}",
-            file=sys.stderr,
-        )
-    else:
+        models = final_models(objective, cfg, data, world.is_main)
+        if world.is_main:
+            tokenizer = load_tokenizer(run_dir / "tokenizer")
+            for role, network in models.items():
+                save_pretrained(network, run_dir / role, tokenizer)
+            print(
+                f"done: {step} steps; models in {run_dir}/{{{','.join(models)}}}",
+                file=sys.stderr,
+            )
+    elif world.is_main:
         print(
             f"stopped at step {step}: continue with `electra pretrain --resume {run_dir}`",
             file=sys.stderr,
         )
     return run_dir
+
+
+def final_models(
+    objective: Objective, cfg: RunConfig, data: PretrainingData, is_main: bool
+) -> dict[str, torch.nn.Module]:
+    """The trained networks by role, whole: FSDP's shards are gathered (every rank takes part)
+    into a CPU copy on rank 0."""
+    if not any(isinstance(p, DTensor) for p in objective.parameters()):
+        return objective.models()
+    full = get_model_state_dict(
+        objective, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+    if not is_main:  # with cpu_offload, only rank 0 receives the whole
+        return {}
+    copy = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
+    copy.load_state_dict(full)
+    return copy.models()
+
+
+def drop_metrics_after(run_dir: Path, step: int) -> None:
+    """Removes the metrics a killed run logged after the checkpoint it resumes from, so that
+    RUN/metrics.jsonl holds each step once."""
+    rows = read_metrics(run_dir)
+    kept = [r for r in rows if r.get("step", 0) <= step]
+    if len(kept) < len(rows):
+        write_text_atomic(
+            Path(run_dir) / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept)
+        )
 
 
 def _postfix(record: dict[str, Any]) -> dict[str, str]:

@@ -1,0 +1,184 @@
+"""Data parallel training under torchrun, on this machine's CPU with gloo: the same weights as one
+process, disjoint data, rank 0 alone writing, agreement on stopping, and resume after a SIGKILL or
+on another number of processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from electra.checkpoint import checkpoint_dirs
+from electra.data import BatchStream, PretrainingData
+from electra.tracking import read_metrics
+from electra.train import pretrain
+
+from .conftest import tiny_cfg
+
+TIMEOUT = 240  # seconds for one multi-process run; a hang fails instead of stalling CI
+
+
+def torchrun(tmp_path: Path, cfg, out: Path, *extra: str, nproc: int = 2, restarts: int = 0):
+    """Starts `torchrun -m electra.cli pretrain` with `cfg` (saved as a config file)."""
+    config = tmp_path / f"{out.name}.json"
+    cfg.save(config)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        f"--max-restarts={restarts}",
+        "-m",
+        "electra.cli",
+        "pretrain",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        *extra,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def finish(proc: subprocess.Popen) -> str:
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def weights(run: Path, step: int | None = None) -> dict[str, torch.Tensor]:
+    ckpt = checkpoint_dirs(run)[-1] if step is None else run / "checkpoints" / f"step_{step:08d}"
+    return load_file(ckpt / "model.safetensors")
+
+
+def assert_same_weights(a: dict, b: dict, atol: float) -> None:
+    assert a.keys() == b.keys()
+    worst = max((a[k] - b[k]).abs().max().item() for k in a)
+    assert worst <= atol, worst
+
+
+def workers(proc: subprocess.Popen) -> list[int]:
+    """The worker processes torchrun started (its children, via /proc)."""
+    kids = []
+    for task in Path(f"/proc/{proc.pid}/task").iterdir():
+        kids += [int(p) for p in (task / "children").read_text().split()]
+    return kids
+
+
+def wait_for(predicate, what: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not predicate():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"never saw {what}: {proc.communicate()[0][-3000:]}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_two_processes_train_the_weights_of_one_that_accumulates(wikitext_data, tmp_path, parallel):
+    """A global batch of 8 as 2 processes x 4 equals 1 process x 2 micro-batches of 4, dropout
+    on: each micro-batch's masking, sampling and dropout follow its rows, not its process."""
+    one = pretrain(tiny_cfg(wikitext_data, **{"train.grad_accum": 2}), tmp_path / "one")
+    cfg = tiny_cfg(wikitext_data, **{"train.parallel": parallel})
+    log = finish(torchrun(tmp_path, cfg, tmp_path / "two"))
+    two = tmp_path / "two"
+    assert f"{parallel} over 2 processes: 4 sequences x 1 accumulation steps" in log
+    # DDP all-reduces the same sums: bit-identical here; FSDP reduce-scatters in another order.
+    assert_same_weights(weights(one), weights(two), atol=0.0 if parallel == "ddp" else 1e-6)
+    for role in ("discriminator", "generator"):
+        assert_same_weights(
+            load_file(one / role / "model.safetensors"),
+            load_file(two / role / "model.safetensors"),
+            atol=1e-6,
+        )
+    # Rank 0 alone writes: each logging step once, with the global batch's statistics.
+    rows, ref = read_metrics(two), read_metrics(one)
+    assert [r["step"] for r in rows] == [2, 4, 6]
+    assert rows[-1]["loss"] == pytest.approx(ref[-1]["loss"], rel=1e-5)
+    assert rows[-1]["disc_auc"] == pytest.approx(ref[-1]["disc_auc"], rel=1e-5)
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())
+
+
+class Recorder:
+    """Prepared data that records which examples a stream asks for."""
+
+    def __init__(self, data: PretrainingData):
+        self.data, self.path, self.seen = data, data.path, []
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def batch(self, indices: torch.Tensor) -> dict:
+        self.seen += indices.tolist()
+        return {}
+
+
+def test_ranks_read_disjoint_examples_that_cover_each_epoch(wikitext_data):
+    world, batch = 3, 5
+    data = [Recorder(PretrainingData(wikitext_data)) for _ in range(world)]
+    streams = [BatchStream(data[r], batch, seed=7, rank=r, world_size=world) for r in range(world)]
+    steps = len(data[0]) // (batch * world)
+    for _ in range(steps):
+        for stream in streams:
+            next(stream)
+    union = set().union(*(d.seen for d in data))
+    assert sum(len(d.seen) for d in data) == len(union) == steps * batch * world  # disjoint
+    assert len(data[0]) - len(union) < batch * world  # covers the epoch but its dropped tail
+    assert all(s.state_dict() == {"epoch": 1, "offset": 0} for s in streams)
+
+
+def test_a_killed_worker_is_restarted_and_the_run_resumes(wikitext_data, tmp_path):
+    """SIGKILL one of two workers mid-run: torchrun restarts both (--max-restarts), they resume
+    from the last complete checkpoint and finish with the weights of an uninterrupted run."""
+    long = {"train.steps": 40, "train.save_every": 4, "train.log_every": 4}
+    straight = pretrain(tiny_cfg(wikitext_data, **long, **{"train.grad_accum": 2}), tmp_path / "s")
+    run = tmp_path / "killed"
+    proc = torchrun(tmp_path, tiny_cfg(wikitext_data, **long), run, restarts=1)
+    wait_for(lambda: (run / "checkpoints" / "step_00000008").is_dir(), "step 8", proc)
+    os.kill(workers(proc)[-1], signal.SIGKILL)
+    log = finish(proc)
+    assert "done: 40 steps" in log
+    assert_same_weights(weights(straight), weights(run), atol=0.0)
+    steps = [r["step"] for r in read_metrics(run)]
+    assert steps == list(range(4, 41, 4))  # each logging step once, though some ran twice
+
+
+def test_resume_on_another_number_of_processes(wikitext_data, tmp_path):
+    """Stopped at step 3 on 2 processes, resumed on 1 with the same global batch: the weights
+    of 6 steps on 1 process."""
+    straight = pretrain(tiny_cfg(wikitext_data, **{"train.grad_accum": 2}), tmp_path / "straight")
+    run = tmp_path / "run"
+    finish(torchrun(tmp_path, tiny_cfg(wikitext_data, **{"train.stop_after": 3}), run))
+    assert checkpoint_dirs(run)[-1].name == "step_00000003"
+    pretrain(tiny_cfg(wikitext_data, **{"train.grad_accum": 2}), run, resume=True)
+    assert_same_weights(weights(straight), weights(run), atol=0.0)
+
+
+def test_a_stop_signal_to_one_rank_stops_every_rank_with_a_checkpoint(wikitext_data, tmp_path):
+    cfg = tiny_cfg(wikitext_data, **{"train.steps": 100_000, "train.save_every": 100_000})
+    run = tmp_path / "run"
+    proc = torchrun(tmp_path, cfg, run)
+    wait_for(lambda: (run / "metrics.jsonl").is_file(), "a logging step", proc)
+    os.kill(workers(proc)[-1], signal.SIGTERM)  # one rank alone
+    log = finish(proc)
+    stopped = int(log.split("stopped at step ")[1].split(":")[0])
+    assert 0 < stopped < 100_000 and stopped % cfg.train.log_every == 0
+    assert checkpoint_dirs(run)[-1].name == f"step_{stopped:08d}"
+    state = torch.load(checkpoint_dirs(run)[-1] / "state.pt", weights_only=True)
+    assert state["step"] == stopped and json.loads((run / "config.json").read_text())
