@@ -240,12 +240,12 @@ class NonFiniteGuard:
         self.streak = (self.streak + 1) * skipped
         self.longest = torch.maximum(self.longest, self.streak)
 
-    def longest_since_check(self) -> int:
-        """The longest streak since the last call, the same on every rank (their gradients
-        are all-reduced, so they skip together)."""
-        longest = int(self.longest)
+    def read(self) -> tuple[int, int]:
+        """(the longest streak since the last read, the current one), the same on every rank
+        (their gradients are all-reduced, so they skip together)."""
+        longest, current = int(self.longest), int(self.streak)
         self.longest = self.streak.clone()
-        return longest
+        return longest, current
 
 
 def micro_batch_seed(seed: int, step: int, index: int) -> int:
@@ -454,7 +454,7 @@ def _pretrain(
                 forget_skipped_steps(optimizer, record["skipped_steps"])
                 bar.set_postfix(_postfix(record), refresh=False)
                 window = Window()
-            streak = guard.longest_since_check()
+            streak, current_streak = guard.read()
             if streak >= cfg.train.max_skipped_steps:
                 failure = (
                     f"stopped at step {step}: {streak} consecutive steps had a non-finite loss or "
@@ -464,7 +464,8 @@ def _pretrain(
                 )
                 break
             stopping = any_rank(stop_request.requested, device)
-            if save_now or stopping:
+            # No checkpoint amid skipped steps: the newest one stays from before them.
+            if (save_now or stopping) and not current_streak:
                 saving = time.perf_counter()
                 save_checkpoint(
                     run_dir,
