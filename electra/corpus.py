@@ -1,8 +1,10 @@
 """Find corpus files and read them as documents (lists of lines), whatever their format.
 
 Formats, chosen by file name: `*.jsonl` (one JSON object per line, its `text` field is one
-document), anything ending in `.gz` (gunzipped on the fly, e.g. `x.txt.gz`, `x.jsonl.gz`), and
-plain text where a blank line or the end of the file ends a document. Plain text that starts
+document), `*.parquet` and `*.arrow` (a `text` column, one row per document, as the `datasets`
+library exports them; read with pyarrow a batch of rows at a time), anything ending in `.gz`
+(gunzipped on the fly, e.g. `x.txt.gz`, `x.jsonl.gz`), and plain text where a blank line or the end
+of the file ends a document. Plain text that starts
 with a `<doc ` line is WikiExtractor output: each `<doc ...>` ... `</doc>` block is a document.
 
 Files are read in binary with a cap on each line's length, so a broken file (invalid UTF-8, a
@@ -69,10 +71,13 @@ def _expand(spec: str) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
+        # A folder's .json files are metadata (a `datasets` folder's state.json), not text.
         return [
             p
             for p in path.rglob("*")
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            if p.is_file()
+            and p.suffix != ".json"
+            and not any(part.startswith(".") for part in p.relative_to(path).parts)
         ]
     if glob.has_magic(spec):
         return [Path(p) for p in glob.glob(spec, recursive=True) if Path(p).is_file()]
@@ -98,7 +103,9 @@ def iter_documents(
         name = path.name[:-3] if path.name.endswith(".gz") else path.name
         try:
             with _open(path) as f:
-                if name.endswith(".jsonl"):
+                if name.endswith(TABLE_SUFFIXES):
+                    units = _table_lines(f, path, max_line_chars, stats)
+                elif name.endswith(".jsonl"):
                     units = _jsonl_lines(f, path, stats, max_line_chars)
                 else:
                     units = _text_lines(f, stats, max_line_chars)
@@ -107,6 +114,78 @@ def iter_documents(
                     yield doc
         except (OSError, EOFError, zlib.error) as e:
             raise ElectraError(f"cannot read corpus file {path}: {e}") from None
+
+
+TABLE_SUFFIXES = (".parquet", ".arrow")
+TABLE_BATCH_ROWS = 1024  # rows read at a time: memory stays bounded whatever the file's size
+
+
+def _table_batches(f: BinaryIO, path: Path) -> Iterator:
+    """Record batches of a Parquet file or an Arrow IPC file or stream (`datasets`' format)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ElectraError(
+            f"reading {path} needs pyarrow: pip install pyarrow (or the package's [parquet] extra)"
+        ) from None
+    try:
+        if path.name.endswith(".parquet"):
+            table = pq.ParquetFile(f)
+            columns = table.schema_arrow.names
+            _check_text_column(path, columns, table.schema_arrow)
+            yield from table.iter_batches(batch_size=TABLE_BATCH_ROWS, columns=["text"])
+            return
+        try:
+            reader = pa.ipc.open_stream(f)
+        except pa.ArrowInvalid:
+            f.seek(0)
+            file_reader = pa.ipc.open_file(f)
+            _check_text_column(path, file_reader.schema.names, file_reader.schema)
+            for i in range(file_reader.num_record_batches):
+                yield file_reader.get_batch(i)
+            return
+        _check_text_column(path, reader.schema.names, reader.schema)
+        yield from reader
+    except pa.ArrowException as e:
+        raise ElectraError(
+            f"cannot read {path} as {path.suffix[1:]} ({e}): check the file"
+        ) from None
+
+
+def _check_text_column(path: Path, columns: list[str], schema) -> None:
+    import pyarrow as pa
+
+    if "text" not in columns:
+        raise ElectraError(
+            f"{path} has no 'text' column (it has: {', '.join(columns) or 'none'}): rename the "
+            "column that holds the documents to text"
+        )
+    kind = schema.field("text").type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise ElectraError(f"{path}: column 'text' holds {kind}, not strings")
+
+
+def _table_lines(
+    f: BinaryIO, path: Path, max_line_chars: int, stats: ReadStats
+) -> Iterator[str | None]:
+    """Lines of each row's text, None after each row: one row is one document."""
+    for batch in _table_batches(f, path):
+        for text in batch.column(batch.schema.get_field_index("text")).to_pylist():
+            stats.lines += 1
+            if text is None:
+                continue
+            yield from _record_lines(text, max_line_chars, stats)
+
+
+def _record_lines(text: str, max_line_chars: int, stats: ReadStats) -> Iterator[str | None]:
+    """A record's text as stripped lines, long ones cut, and None to end its document."""
+    for line in text.split("\n"):
+        if len(line) > max_line_chars:
+            line = line[:max_line_chars]
+            stats.truncated_lines += 1
+        yield line.strip()
+    yield None
 
 
 def _open(path: Path) -> BinaryIO:
@@ -219,12 +298,7 @@ def _jsonl_lines(
                 f'{path} line {number} has no string "text" field: each JSONL line must be '
                 '{"text": "..."}'
             )
-        for line in text.split("\n"):
-            if len(line) > max_line_chars:
-                line = line[:max_line_chars]
-                stats.truncated_lines += 1
-            yield line.strip()
-        yield None
+        yield from _record_lines(text, max_line_chars, stats)
 
 
 def _documents(

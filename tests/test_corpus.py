@@ -197,3 +197,58 @@ def test_missing_path_is_a_user_error(tmp_path):
         resolve_paths([str(tmp_path / "empty")])
     with pytest.raises(ElectraError, match="no corpus files"):
         resolve_paths([])
+
+
+def write_tables(folder: Path, texts: list) -> dict[str, Path]:
+    """The same rows as Parquet, an Arrow stream (`datasets`' save_to_disk) and an Arrow file."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"id": list(range(len(texts))), "text": texts})
+    paths = {k: folder / f"{k}.{ext}" for k, ext in [("pq", "parquet"), ("st", "arrow")]}
+    pq.write_table(table, paths["pq"], row_group_size=2)
+    with pa.ipc.new_stream(paths["st"], table.schema) as w:
+        w.write_table(table, max_chunksize=2)
+    paths["file"] = folder / "file.arrow"
+    with pa.ipc.new_file(paths["file"], table.schema) as w:
+        w.write_table(table, max_chunksize=2)
+    return paths
+
+
+def test_parquet_and_arrow_rows_are_documents_like_jsonl_records(tmp_path):
+    texts = ["a b\n\n c ", None, "", "d\ne", "x" * 50, "last"]
+    with open(tmp_path / "same.jsonl", "w") as f:
+        for t in texts:
+            if t is not None:
+                f.write(json.dumps({"text": t}) + "\n")
+    expected = read(tmp_path / "same.jsonl", max_line_chars=20)
+    assert expected == [["a b", "c"], ["d", "e"], ["x" * 20], ["last"]]
+    for path in write_tables(tmp_path / "t", texts).values():
+        stats = ReadStats()
+        assert list(iter_documents([path], stats, max_line_chars=20)) == expected, path
+        assert (stats.documents, stats.truncated_lines) == (4, 1)
+
+
+def test_a_table_without_a_text_column_names_its_columns(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "t.parquet")
+    with pytest.raises(ElectraError, match=r"t.parquet has no 'text' column \(it has: body\)"):
+        read(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"text": [1]}), tmp_path / "n.parquet")
+    with pytest.raises(ElectraError, match=r"column 'text' holds int64, not strings"):
+        read(tmp_path / "n.parquet")
+    (tmp_path / "junk.arrow").write_bytes(b"not arrow at all")
+    with pytest.raises(ElectraError, match=r"cannot read .*junk.arrow as arrow"):
+        read(tmp_path / "junk.arrow")
+
+
+def test_a_datasets_folder_reads_its_arrow_files_not_its_metadata(tmp_path):
+    folder = tmp_path / "saved"
+    write_tables(folder, ["one", "two"])
+    (folder / "state.json").write_text('{"_data_files": []}')
+    (folder / "dataset_info.json").write_text("{}")
+    found = resolve_paths([str(folder)])
+    assert [p.name for p in found] == ["file.arrow", "pq.parquet", "st.arrow"]

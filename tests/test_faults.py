@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -59,7 +60,7 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_previous_one(
     def disk_fills(tensors, path):
         calls.append(path)
         if len(calls) == 2:  # the second checkpoint: a partial file, then ENOSPC
-            open(path, "wb").write(b"partial")
+            Path(path).write_bytes(b"partial")
             raise OSError(errno.ENOSPC, "No space left on device")
         real_save(tensors, path)
 
@@ -76,9 +77,9 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_previous_one(
 
 def test_two_runs_cannot_write_one_folder(wikitext_data, tmp_path):
     run = tmp_path / "run"
-    with RunLock(run):  # as if another run held it
-        with pytest.raises(ElectraError, match=r"is in use by pid \d+ on "):
-            pretrain(tiny_cfg(wikitext_data), run)
+    # As if another run held it:
+    with RunLock(run), pytest.raises(ElectraError, match=r"is in use by pid \d+ on "):
+        pretrain(tiny_cfg(wikitext_data), run)
     assert not (run / "config.json").exists()
     pretrain(tiny_cfg(wikitext_data), run)  # the holder gone, the folder is free again
 
