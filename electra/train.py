@@ -475,7 +475,10 @@ def _pretrain(
                     stream.state_dict(),
                     cfg,
                     cfg.train.keep_last,
-                    extra={"elapsed_s": elapsed_before + saving - start},
+                    extra={
+                        "elapsed_s": elapsed_before + saving - start,
+                        "world_size": world.world_size,
+                    },
                     is_main=world.is_main,
                 )
                 last_saved = f"step {step}"

@@ -73,12 +73,14 @@ def assert_same_weights(a: dict, b: dict, atol: float) -> None:
     assert worst <= atol, worst
 
 
-def workers(proc: subprocess.Popen) -> list[int]:
-    """The worker processes torchrun started (its children, via /proc)."""
-    kids = []
+def worker(proc: subprocess.Popen, rank: int) -> int:
+    """The pid of the worker of `rank` that torchrun started (its children, via /proc)."""
     for task in Path(f"/proc/{proc.pid}/task").iterdir():
-        kids += [int(p) for p in (task / "children").read_text().split()]
-    return kids
+        for pid in (task / "children").read_text().split():
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            if f"RANK={rank}".encode() in env:
+                return int(pid)
+    raise AssertionError(f"no worker of rank {rank}")
 
 
 def wait_for(predicate, what: str, proc: subprocess.Popen) -> None:
@@ -143,15 +145,17 @@ def test_ranks_read_disjoint_examples_that_cover_each_epoch(wikitext_data):
     assert all(s.state_dict() == {"epoch": 1, "offset": 0} for s in streams)
 
 
-def test_a_killed_worker_is_restarted_and_the_run_resumes(wikitext_data, tmp_path):
-    """SIGKILL one of two workers mid-run: torchrun restarts both (--max-restarts), they resume
-    from the last complete checkpoint and finish with the weights of an uninterrupted run."""
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_killed_worker_is_restarted_and_the_run_resumes(wikitext_data, tmp_path, rank):
+    """SIGKILL either of two workers mid-run (rank 0 may be writing a checkpoint): torchrun
+    restarts both (--max-restarts), they resume from the last complete checkpoint and finish with
+    the weights of an uninterrupted run."""
     long = {"train.steps": 40, "train.save_every": 4, "train.log_every": 4}
     straight = pretrain(tiny_cfg(wikitext_data, **long, **{"train.grad_accum": 2}), tmp_path / "s")
     run = tmp_path / "killed"
     proc = torchrun(tmp_path, tiny_cfg(wikitext_data, **long), run, restarts=1)
     wait_for(lambda: (run / "checkpoints" / "step_00000008").is_dir(), "step 8", proc)
-    os.kill(workers(proc)[-1], signal.SIGKILL)
+    os.kill(worker(proc, rank), signal.SIGKILL)
     log = finish(proc)
     assert "done: 40 steps" in log
     assert_same_weights(weights(straight), weights(run), atol=0.0)
@@ -175,7 +179,7 @@ def test_a_stop_signal_to_one_rank_stops_every_rank_with_a_checkpoint(wikitext_d
     run = tmp_path / "run"
     proc = torchrun(tmp_path, cfg, run)
     wait_for(lambda: (run / "metrics.jsonl").is_file(), "a logging step", proc)
-    os.kill(workers(proc)[-1], signal.SIGTERM)  # one rank alone
+    os.kill(worker(proc, 1), signal.SIGTERM)  # one rank alone
     log = finish(proc)
     stopped = int(log.split("stopped at step ")[1].split(":")[0])
     assert 0 < stopped < 100_000 and stopped % cfg.train.log_every == 0
