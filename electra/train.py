@@ -311,18 +311,20 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     world = world_from_env()
     device = init_process_group(world, resolve_device(cfg.train.device))
     try:
-        lock = RunLock(run_dir).acquire() if world.is_main else None
-        try:
-            return _pretrain(cfg, run_dir, resume or restarted_by_torchrun(), world, device)
-        finally:
-            if lock is not None:
-                lock.release()
+        with contextlib.ExitStack() as cleanup:
+            resume = resume or restarted_by_torchrun()
+            return _pretrain(cfg, run_dir, resume, world, device, cleanup)
     finally:
         close_process_group()
 
 
 def _pretrain(
-    cfg: RunConfig, run_dir: Path, resume: bool, world: World, device: torch.device
+    cfg: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    world: World,
+    device: torch.device,
+    cleanup: contextlib.ExitStack,
 ) -> Path:
     if not cfg.data.path:
         raise ElectraError(
@@ -369,12 +371,15 @@ def _pretrain(
         state = load_checkpoint(latest, objective, optimizer)
         step, elapsed_before = state["step"], state.get("elapsed_s", 0.0)
         stream.load_state_dict(state["data"])
+    stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
     if world.is_main:
+        # Every input checked: from here on this run writes the folder, and only this run.
+        cleanup.enter_context(RunLock(run_dir))
         # Metrics a killed run logged after its last checkpoint are logged again from there.
         drop_metrics_after(run_dir, step)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
-    if world.is_main:
+        if latest is None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
         cfg.save(run_dir / "config.json")
         print(describe(objective), file=sys.stderr)
         if world.distributed:
@@ -384,19 +389,17 @@ def _pretrain(
                 f"{cfg.train.batch_size} per optimizer step",
                 file=sys.stderr,
             )
-    stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
-    if step >= stop and world.is_main:
-        print(
-            f"run {run_dir} is already at step {step}; raise --steps to train further",
-            file=sys.stderr,
-        )
-    tokens_per_step = cfg.train.batch_size * data.seq_len
-    if world.is_main:
+        if step >= stop:
+            print(
+                f"run {run_dir} is already at step {step}; raise --steps to train further",
+                file=sys.stderr,
+            )
         print(
             f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
             "(the official counter's convention, as in the paper's Table 1)",
             file=sys.stderr,
         )
+    tokens_per_step = cfg.train.batch_size * data.seq_len
     params = [p for p in objective.parameters() if p.requires_grad]
     step_fn = torch.compile(model, mode=cfg.train.compile_mode) if cfg.train.compile else model
     logger = RunLogger(run_dir, cfg.train.tensorboard) if world.is_main else None
@@ -412,7 +415,7 @@ def _pretrain(
     objective.train()
     window = Window()
     guard = NonFiniteGuard(device)
-    last_saved = latest.name if latest is not None else None
+    last_saved = f"step {step}" if latest is not None else None
     failure = ""
     start = time.perf_counter()
     with StopRequest() as stop_request:

@@ -26,6 +26,16 @@ from .conftest import tiny_cfg
 TIMEOUT = 240  # seconds for one multi-process run; a hang fails instead of stalling CI
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """In-process runs on one thread, as the workers (OMP_NUM_THREADS=1): another thread count
+    sums matmuls in another order, and the comparisons here are bit for bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def torchrun(tmp_path: Path, cfg, out: Path, *extra: str, nproc: int = 2, restarts: int = 0):
     """Starts `torchrun -m electra.cli pretrain` with `cfg` (saved as a config file)."""
     config = tmp_path / f"{out.name}.json"
