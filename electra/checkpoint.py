@@ -35,7 +35,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from electra.config import RunConfig
-from electra.distributed import any_rank, barrier
+from electra.distributed import any_rank
 from electra.errors import ElectraError
 
 PREFIX = "step_"
@@ -84,13 +84,10 @@ def latest_complete(run_dir: Path) -> Path | None:
 
 
 def _canonical_names(model: nn.Module) -> dict[str, str]:
-    """Each parameter or buffer name -> the one name its tensor is stored under (tied tensors,
-    such as the shared embedding table, are stored once, under the first name in sorted order)."""
+    """Each state-dict name -> the one name its tensor is stored under (tied tensors, such as the
+    shared embedding table, are stored once, under the first name in sorted order)."""
     by_tensor: dict[int, list[str]] = {}
-    for name, t in [
-        *model.named_parameters(remove_duplicate=False),
-        *model.named_buffers(remove_duplicate=False),
-    ]:
+    for name, t in model.state_dict(keep_vars=True).items():
         by_tensor.setdefault(id(t), []).append(name)
     return {n: min(names) for names in by_tensor.values() for n in names}
 
@@ -163,9 +160,9 @@ def save_checkpoint(
         else:
             for old in checkpoint_dirs(run_dir)[:-keep_last]:
                 shutil.rmtree(old)
-    if any_rank(bool(error), torch.device("cpu")):
+    # Every rank waits here for rank 0's write, and learns whether it failed.
+    if any_rank(bool(error), next(model.parameters()).device):
         raise ElectraError(error or "rank 0 could not write a checkpoint: see its error")
-    barrier()
     return final
 
 

@@ -115,11 +115,6 @@ def wrap(model: nn.Module, world: World, mode: str, layers: list[nn.Module]) -> 
     )
 
 
-def unwrap(model: nn.Module) -> nn.Module:
-    """The objective inside a DDP wrapper (FSDP2 shards in place: nothing to unwrap)."""
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
-
 @contextlib.contextmanager
 def gradient_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
     """Skips the gradient all-reduce of accumulation micro-batches before the last one."""
@@ -152,17 +147,3 @@ def any_rank(flag: bool, device: torch.device) -> bool:
         return flag
     t = torch.tensor([1.0 if flag else 0.0], device=device)
     return bool(all_reduce_(t, "max").item())
-
-
-def broadcast_object(obj: object) -> object:
-    """Rank 0's `obj` on every rank."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def barrier() -> None:
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()

@@ -1,8 +1,10 @@
 """The pretraining loop: prepared data in, checkpoints, metrics and model folders out.
 
-`pretrain` reads top to bottom: check every input before writing anything, build the objective and
-optimizer, restore a checkpoint when resuming, then step. Statistics stay on the device and are read
-back only at logging steps, so the hot loop never waits on the host.
+`pretrain` reads top to bottom: join torchrun's process group (if any), check every input before
+writing anything, build the objective, make it data parallel, build the optimizer, restore a
+checkpoint when resuming, then step. Statistics and the non-finite step guard stay on the device
+and are read back only at logging and checkpoint steps, where ranks also agree on stopping, so the
+hot loop never waits on the host.
 """
 
 from __future__ import annotations

@@ -196,3 +196,14 @@ def test_a_stop_signal_to_one_rank_stops_every_rank_with_a_checkpoint(wikitext_d
     assert checkpoint_dirs(run)[-1].name == f"step_{stopped:08d}"
     state = torch.load(checkpoint_dirs(run)[-1] / "state.pt", weights_only=True)
     assert state["step"] == stopped and json.loads((run / "config.json").read_text())
+
+
+def test_the_global_batch_must_divide_over_processes_and_accumulation():
+    from electra.config import TrainConfig
+    from electra.errors import ElectraError
+
+    assert TrainConfig(batch_size=32, grad_accum=2).micro_batch(4) == 4
+    with pytest.raises(ElectraError, match=r"not divisible by train.grad_accum=2 x 3 processes"):
+        TrainConfig(batch_size=32, grad_accum=2).micro_batch(3)
+    with pytest.raises(ElectraError, match=r"train.parallel='zero3': use ddp or fsdp"):
+        TrainConfig(parallel="zero3")
