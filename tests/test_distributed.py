@@ -4,6 +4,7 @@ on another number of processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -58,15 +59,26 @@ def torchrun(tmp_path: Path, cfg, out: Path, *extra: str, nproc: int = 2, restar
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # so that a failed test can kill torchrun and its workers
     )
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """torchrun and every worker it started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def finish(proc: subprocess.Popen) -> str:
     try:
         out, _ = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        kill(proc)
         raise
     assert proc.returncode == 0, out[-3000:]
     return out
@@ -97,7 +109,7 @@ def wait_for(predicate, what: str, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + TIMEOUT
     while not predicate():
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+            kill(proc)
             raise AssertionError(f"never saw {what}: {proc.communicate()[0][-3000:]}")
         time.sleep(0.05)
 
