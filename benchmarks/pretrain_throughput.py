@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -308,6 +309,11 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=5, help="timed steps per round")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--skip-memory",
+        action="store_true",
+        help="do not measure peak memory (each measurement builds, and compiles, the model again)",
+    )
     p.add_argument("--memory-of", help=argparse.SUPPRESS)
     p.add_argument("--json", help="also write the results here")
     p.add_argument(
@@ -364,7 +370,7 @@ def main() -> None:
     )
     for name in steps:
         t = statistics.median(times[name])
-        mem = peak_memory(args, name)
+        mem = math.nan if args.skip_memory else peak_memory(args, name)
         results["impls"][name] = {
             "step_s": t,
             "step_s_per_round": times[name],

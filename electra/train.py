@@ -437,9 +437,12 @@ def _pretrain(
             step += 1
             bar.update(1)
 
-            log_now = step % cfg.train.log_every == 0 or step == stop
+            # One process stops at once on a request, logging its last steps; processes of a
+            # distributed run agree on stopping at the next logging or saving step.
+            stop_now = stop_request.requested and not world.distributed
+            log_now = step % cfg.train.log_every == 0 or step == stop or stop_now
             save_now = step % cfg.train.save_every == 0 or step == stop
-            if not (log_now or save_now or (stop_request.requested and not world.distributed)):
+            if not (log_now or save_now):
                 continue
             # The loop's sync points: ranks agree here on stopping, and the guard is read.
             if log_now:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 
 import pytest
 import torch
@@ -96,6 +98,29 @@ def test_resume_is_bit_for_bit(wikitext_data, tmp_path):
     # The last logging window (steps 5-6) is the same in both runs.
     assert read_metrics(resumed)[-1]["loss"] == read_metrics(straight)[-1]["loss"]
 
+
+
+def test_sigterm_stops_with_a_checkpoint_and_its_metrics(wikitext_data, tmp_path, monkeypatch):
+    """SIGTERM (as `timeout` sends) after step 3 of 6, between logging steps (2, 4, 6): the run stops
+    after that step with a checkpoint, and logs the steps since the last logging step, so a
+    stopped run's metrics (its training FLOPs among them) reach the step it stopped at."""
+    import electra.train as train
+
+    real_step, calls = train.train_step, []
+
+    def step_then_signal(*args, **kwargs):
+        out = real_step(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+
+    monkeypatch.setattr(train, "train_step", step_then_signal)
+    run = pretrain(tiny_cfg(wikitext_data), tmp_path / "run")
+    assert len(calls) == 3
+    assert checkpoint_dirs(run)[-1].name == "step_00000003"
+    assert [r["step"] for r in read_metrics(run)] == [2, 3]
+    assert not (run / "discriminator").exists()
 
 def test_export_of_a_checkpoint(wikitext_data, tmp_path, capsys):
     """`electra export --step N` writes an unfinished run's weights at step N as model folders."""
