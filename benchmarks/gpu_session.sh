@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_session.sh speed  OUT DATA GLUE   # issue 15: throughput, trainer, fine-tuning
 #   bash benchmarks/gpu_session.sh anchor OUT DATA GLUE   # issue 13 item 4: pretrain small, fine-tune
-#   bash benchmarks/gpu_session.sh tests  OUT             # issue 15 item 4: the suite on the GPU
+#   bash benchmarks/gpu_session.sh tests  OUT DATA GLUE   # issue 15 item 4: the suite on the GPU
 #
 # DATA is a folder from `electra prepare ... --seq-len 128`, GLUE the folder holding SST-2/, ...
 # ANCHOR_PRETRAIN_S (default 300) bounds the anchor's pretraining; COMPILE_MODE (default

@@ -52,8 +52,12 @@ class ElectraForSequenceClassification(_LinearHead):
     ) -> torch.Tensor:
         """Logits [B, num_labels], from the final [CLS] vector: at position 0 of each row, or for
         packed rows (electra.packing) at `cls_index` [B] of the flattened [rows * T] states."""
-        hidden = self.electra(input_ids, token_type_ids, attention_mask, position_ids)
-        cls = hidden[:, 0] if cls_index is None else hidden.flatten(0, 1)[cls_index]
+        if cls_index is None:
+            b, t = input_ids.shape
+            cls_index = torch.arange(b, device=input_ids.device) * t
+        # The encoder computes its last layer at the [CLS] positions alone (the head reads no
+        # other): the same logits as the whole sequence's states, for 1/L less of the encoder.
+        cls = self.electra(input_ids, token_type_ids, attention_mask, position_ids, cls_index)
         return self.logits(cls)
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from electra.config import ModelConfig
-from electra.ops import Dropout, Linear, self_attention
+from electra.ops import Dropout, Linear, attention_at, self_attention
 
 _ACTIVATIONS = {
     "gelu": nn.GELU,
@@ -69,15 +69,15 @@ class ElectraSelfAttention(nn.Module):
         self.value = Linear(h, h)
         self.dropout_p = cfg.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return self_attention(
-            x,
-            (self.query.weight, self.key.weight, self.value.weight),
-            (self.query.bias, self.key.bias, self.value.bias),
-            self.num_heads,
-            mask,
-            self.dropout_p if self.training else 0.0,
-        )
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        weights = (self.query.weight, self.key.weight, self.value.weight)
+        biases = (self.query.bias, self.key.bias, self.value.bias)
+        p = self.dropout_p if self.training else 0.0
+        if queries is not None:
+            return attention_at(x, queries, weights, biases, self.num_heads, mask, p)
+        return self_attention(x, weights, biases, self.num_heads, mask, p)
 
 
 class ElectraResidualOutput(nn.Module):
@@ -100,8 +100,11 @@ class ElectraAttention(nn.Module):
         self.self = ElectraSelfAttention(cfg)
         self.output = ElectraResidualOutput(cfg, cfg.hidden_size)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return self.output(self.self(x, mask), x)
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        residual = x if queries is None else x.flatten(0, 1)[queries]
+        return self.output(self.self(x, mask, queries), residual)
 
 
 class ElectraIntermediate(nn.Module):
@@ -121,8 +124,12 @@ class ElectraLayer(nn.Module):
         self.intermediate = ElectraIntermediate(cfg)
         self.output = ElectraResidualOutput(cfg, cfg.intermediate_size)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        x = self.attention(x, mask)
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """[B, T, H] to [B, T, H]; with `queries` (flat indices into [B * T]), [N, H] at those
+        positions alone."""
+        x = self.attention(x, mask, queries)
         return self.output(self.intermediate(x), x)
 
 
@@ -131,9 +138,16 @@ class ElectraEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(ElectraLayer(cfg) for _ in range(cfg.num_hidden_layers))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        for layer in self.layer:
-            x = layer(x, mask)
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        # Only the last layer narrows to `queries`: every earlier one feeds the keys and values
+        # of all positions above it.
+        last = len(self.layer) - 1
+        for i, layer in enumerate(self.layer):
+            x = layer(x, mask, queries if i == last else None)
+        if queries is not None and last < 0:
+            x = x.flatten(0, 1)[queries]
         return x
 
 
@@ -155,7 +169,10 @@ class ElectraModel(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
+        queries: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Final hidden states [B, T, H]; with `queries` (flat indices into [B * T]), [N, H] at
+        those positions alone, the same values for less work (the last layer runs there only)."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         x = self.embeddings(input_ids, token_type_ids, position_ids)
@@ -167,7 +184,7 @@ class ElectraModel(nn.Module):
         mask = None if attention_mask is None else attention_mask.bool()
         if mask is not None and mask.dim() == 2:
             mask = mask[:, None, None, :]
-        return self.encoder(x, mask)
+        return self.encoder(x, mask, queries)
 
 
 class ElectraDiscriminatorPredictions(nn.Module):

@@ -214,6 +214,33 @@ def self_attention(
     return _DroppedAttention.apply(qkv, bias, heads, dropout_p)
 
 
+def attention_at(
+    x: torch.Tensor,
+    queries: torch.Tensor,
+    weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    biases: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    heads: int,
+    mask: torch.Tensor | None,
+    dropout_p: float,
+) -> torch.Tensor:
+    """`self_attention`'s output at `queries` alone (flat indices into x's [B * T] positions):
+    [N, H]. Keys and values are projected at every position, queries only where asked, so a head
+    that reads a few positions (the [CLS] vectors of classification) spares the final layer's
+    query projection, attention and everything after them at all other positions."""
+    b, t, h = x.shape
+    d = h // heads
+    (wq, wk, wv), (bq, bk, bv) = weights, biases
+    rows, cols = queries // t, queries % t
+    n = queries.numel()
+    q = linear(x.flatten(0, 1)[queries], wq, bq).view(n, heads, 1, d)
+    kv = linear(x, torch.cat([wk, wv]), torch.cat([bk, bv])).view(b, t, 2, heads, d)
+    k, v = kv[rows].permute(2, 0, 3, 1, 4).unbind(0)  # each [N, heads, T, d]
+    if mask is not None:  # each query's row of the mask: [B, 1, 1 or T, T] -> [N, 1, 1, T]
+        mask = mask[rows, 0, cols if mask.shape[2] > 1 else 0][:, None, None, :]
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return out.reshape(n, h)
+
+
 class _DroppedAttention(torch.autograd.Function):
     """softmax(q k^T + bias) · keep_mask · v for each head of a fused projection qkv [B, T, 3H]
     (scales already folded in), one head at a time: a head's q, k and v are strided [B, T, d] views

@@ -87,6 +87,42 @@ def test_packed_logits_and_gradients_equal_padded(gpu_path, monkeypatch):
         torch.testing.assert_close(packed_grad, padded_grad, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("gpu_path", [False, True])
+def test_the_last_layer_at_cls_alone_equals_the_whole_encoder(packed, gpu_path, monkeypatch):
+    """The classifier runs the encoder's last layer at the [CLS] positions only: the same logits
+    and gradients as taking [CLS] from every position's final states."""
+    if gpu_path:
+        monkeypatch.setattr(ops, "stock_ops", lambda device: True)
+    torch.manual_seed(0)
+    model = ElectraForSequenceClassification(
+        tiny_model_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), 3
+    )
+    batch = padded_batch(LENGTHS)
+    if packed:
+        batch = pack_batch(batch)
+    cls = batch.get("cls_index")
+    if cls is None:
+        cls = torch.arange(len(LENGTHS)) * batch["input_ids"].shape[1]
+
+    def whole(m, b):
+        states = m.electra(
+            b["input_ids"], b["token_type_ids"], b["attention_mask"], b.get("position_ids")
+        )
+        return m.logits(states.flatten(0, 1)[cls])
+
+    results = []
+    for forward in (logits_of, whole):
+        model.zero_grad()
+        logits = forward(model, batch)
+        F.cross_entropy(logits, batch["labels"], reduction="sum").backward()
+        results.append((logits.detach(), [p.grad.clone() for p in model.parameters()]))
+    (narrow, narrow_grads), (full, full_grads) = results
+    torch.testing.assert_close(narrow, full, atol=1e-5, rtol=1e-5)
+    for a, b in zip(narrow_grads, full_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
 def test_an_example_sees_only_itself_in_a_packed_row():
     torch.manual_seed(0)
     model = ElectraForSequenceClassification(tiny_model_config(), 3).eval()

@@ -99,7 +99,6 @@ def test_resume_is_bit_for_bit(wikitext_data, tmp_path):
     assert read_metrics(resumed)[-1]["loss"] == read_metrics(straight)[-1]["loss"]
 
 
-
 def test_sigterm_stops_with_a_checkpoint_and_its_metrics(wikitext_data, tmp_path, monkeypatch):
     """SIGTERM (as `timeout` sends) after step 3 of 6, between logging steps (2, 4, 6): the run stops
     after that step with a checkpoint, and logs the steps since the last logging step, so a
@@ -121,6 +120,7 @@ def test_sigterm_stops_with_a_checkpoint_and_its_metrics(wikitext_data, tmp_path
     assert checkpoint_dirs(run)[-1].name == "step_00000003"
     assert [r["step"] for r in read_metrics(run)] == [2, 3]
     assert not (run / "discriminator").exists()
+
 
 def test_export_of_a_checkpoint(wikitext_data, tmp_path, capsys):
     """`electra export --step N` writes an unfinished run's weights at step N as model folders."""
