@@ -55,8 +55,8 @@ class ElectraForSequenceClassification(_LinearHead):
         if cls_index is None:
             b, t = input_ids.shape
             cls_index = torch.arange(b, device=input_ids.device) * t
-        # The encoder computes its last layer at the [CLS] positions alone (the head reads no
-        # other): the same logits as the whole sequence's states, for 1/L less of the encoder.
+        # The encoder's last layer runs at the [CLS] positions alone (keys and values apart),
+        # since the head reads no other: the same logits as from every position's states.
         cls = self.electra(input_ids, token_type_ids, attention_mask, position_ids, cls_index)
         return self.logits(cls)
 

@@ -18,6 +18,9 @@ The kept/dropped mask is saved for backward in the activations' dtype rather tha
 SDPA with dropout on CPU falls back to an unfused path anyway, so attention with dropout in
 training is written out with that dropout, one head at a time to spare the head-layout copies.
 On GPU, under torch.compile, in eval and at p = 0 the stock dropout and SDPA run instead.
+
+`attention_at` is attention at a few query positions (a classifier's [CLS] vectors), for the
+encoder's last layer when nothing reads its other outputs.
 """
 
 from __future__ import annotations
