@@ -10,7 +10,8 @@
 # DATA is a folder from `electra prepare ... --seq-len 128`, GLUE the folder holding SST-2/, ...
 # ANCHOR_PRETRAIN_S (default 300) bounds the anchor's pretraining; COMPILE_MODE (default
 # reduce-overhead) is its torch.compile mode, PRESET (default small) its size; BUDGET_S (default
-# 570) bounds each stage.
+# 570) bounds each stage. Run `speed` first: if its trainer-small step fails under CUDA graphs,
+# run `anchor` with COMPILE_MODE=default.
 set -uo pipefail
 stage=$1 out=$2 data=${3:-} glue=${4:-}
 work=${WORK:-/tmp/electra-gpu}
