@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -43,11 +44,13 @@ import torch.nn.functional as F
 
 from electra.config import COMPILE_MODES, generator_config, preset
 from electra.flops import model_flops_per_step
+from electra.graphs import GraphedTrainStep
 from electra.host_memory import keep_freed_memory
 from electra.objectives import build_objective
 from electra.objectives.masking import mask_tokens
 from electra.ops import onednn_mm
 from electra.optim import build_optimizer, param_groups
+from electra.step import Window, train_step
 from electra.tokenizer import SpecialIds
 
 SPECIAL = SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)  # BERT's uncased ids
@@ -104,19 +107,27 @@ def compiled(fn, cfg):
     return torch.compile(fn, mode=cfg.train.compile_mode) if cfg.train.compile else fn
 
 
+def with_cuda_graph(cfg):
+    """Ours with its whole step captured (`train.cuda_graph`): its compile mode, if compiled,
+    is then the default, since the capture replaces the graphs of reduce-overhead."""
+    return replace(cfg, train=replace(cfg.train, cuda_graph=True, compile_mode="default"))
+
+
 def ours(cfg, device):
+    """The trainer's own step (`electra.step.train_step`: statistics window, non-finite guard
+    and all), or with --cuda-graph its whole-step CUDA graph (`electra.graphs`)."""
     objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len).to(device)
     optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
     params = list(objective.parameters())
     fn = compiled(objective, cfg)
+    if cfg.train.cuda_graph:
+        run = GraphedTrainStep(fn, optimizer, params, cfg.train, device)
+    else:
+        run = functools.partial(train_step, fn, optimizer, params, cfg=cfg.train)
+    window = Window()
 
     def step(batch):
-        with autocast(device, cfg.train.precision):
-            out = fn(**batch)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        run([batch], window=window)
 
     return step
 
@@ -304,6 +315,17 @@ def main() -> None:
     )
     p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES)
     p.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="ours captures its whole step as one CUDA graph (train.cuda_graph); compiled, in "
+        "the default mode, while the peers keep --compile-mode",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="after timing, profile a few steps of each implementation and print its kernels",
+    )
+    p.add_argument(
         "--impls", nargs="+", default=list(IMPLEMENTATIONS), choices=list(IMPLEMENTATIONS)
     )
     p.add_argument("--warmup", type=int, default=3)
@@ -335,7 +357,12 @@ def main() -> None:
     device = torch.device(args.device)
     torch.manual_seed(0)
     data = batches(cfg, device)
-    steps = {name: IMPLEMENTATIONS[name](cfg, device) for name in args.impls}
+    steps = {
+        name: IMPLEMENTATIONS[name](
+            with_cuda_graph(cfg) if args.cuda_graph and name == "ours" else cfg, device
+        )
+        for name in args.impls
+    }
     for step in steps.values():
         time_steps(step, data, args.warmup, device)
     times = {name: [] for name in steps}
@@ -356,6 +383,7 @@ def main() -> None:
         "seq_len": args.seq_len,
         "precision": args.precision,
         "compile": args.compile and args.compile_mode,
+        "ours_cuda_graph": args.cuda_graph,
         "malloc": "default" if args.default_malloc else "keep freed memory",
         "device": machine,
         "model_flops_per_step": flops,
@@ -398,6 +426,27 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    if args.profile:
+        for name, step in steps.items():
+            profile(name, step, data, device)
+
+
+def profile(name, step, data, device, steps=5):
+    """The GPU kernels of `steps` steps: the busiest, and the kernel time per step, which is the
+    floor a step reaches once the host no longer holds it back."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync(device)
+    with torch_profile(activities=activities) as prof:
+        time_steps(step, data, steps, device)
+    events = prof.key_averages()
+    attr = "device_time_total" if device.type == "cuda" else "cpu_time_total"
+    kernels = [e for e in events if e.device_type.name == "CUDA"] if device.type == "cuda" else []
+    busy = sum(getattr(e, "self_device_time_total", 0) for e in kernels) / steps / 1e3
+    print(f"\n== {name}: {len(kernels)} distinct kernels, {busy:.2f} ms of kernel time per step")
+    print(events.table(sort_by=attr, row_limit=25, max_name_column_width=70))
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ def resolve_run_config(args: argparse.Namespace, extra: list[str]):
         "train.device": args.device,
         "train.precision": args.precision,
         "train.compile": True if args.compile else None,
+        "train.cuda_graph": True if args.cuda_graph else None,
         "train.init_from": args.init_from,
     }
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
@@ -364,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--device")
     pt.add_argument("--precision", choices=["auto", "fp32", "bf16"])
     pt.add_argument("--compile", action="store_true", help="torch.compile the training step")
+    pt.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="capture the whole step as one CUDA graph (train.cuda_graph; one GPU)",
+    )
     pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
 
     xp = sub.add_parser(

@@ -122,6 +122,7 @@ class ObjectiveConfig:
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile's CUDA graphs
 PARALLEL_MODES = ("ddp", "fsdp")
 
 # Objective fields that shape the networks: a resumed run takes them from its checkpoint.
@@ -172,6 +173,10 @@ class TrainConfig:
     # torch.compile's mode: reduce-overhead replays the compiled forward and backward as CUDA
     # graphs, which pays where a small model is bound by kernel launches (the small pair on a GPU).
     compile_mode: str = "default"
+    # Capture the whole step (forward, backward, clipping, optimizer) as one CUDA graph and replay
+    # it (electra.graphs): one launch per step where a small model is bound by kernel launches.
+    # One process on a GPU, grad_accum 1; with compile, a mode that makes no graphs of its own.
+    cuda_graph: bool = False
     log_every: int = 100
     save_every: int = 1000
     keep_last: int = 5
@@ -210,6 +215,17 @@ class TrainConfig:
         ):
             if getattr(self, name) < 1:
                 raise ElectraError(f"train.{name} must be at least 1 (got {getattr(self, name)})")
+        if self.cuda_graph and self.grad_accum != 1:
+            raise ElectraError(
+                f"train.cuda_graph captures one micro-batch per step, but train.grad_accum="
+                f"{self.grad_accum}: set train.grad_accum=1 or turn train.cuda_graph off"
+            )
+        if self.cuda_graph and self.compile and self.compile_mode in GRAPHING_COMPILE_MODES:
+            raise ElectraError(
+                f"train.compile_mode={self.compile_mode} makes CUDA graphs of its own, inside the "
+                "step train.cuda_graph captures: use train.compile_mode=default or "
+                "max-autotune-no-cudagraphs"
+            )
         if self.batch_size % self.grad_accum:
             raise ElectraError(
                 f"train.batch_size={self.batch_size} is not divisible by train.grad_accum={self.grad_accum}"

@@ -66,6 +66,12 @@ def init_process_group(world: World, device: torch.device) -> torch.device:
     if not world.distributed:
         return device
     if device.type == "cuda":
+        if world.local_rank >= torch.cuda.device_count():
+            raise ElectraError(
+                f"local rank {world.local_rank} needs GPU {world.local_rank}, but "
+                f"{torch.cuda.device_count()} are visible: start at most that many processes per "
+                "node (torchrun --nproc_per_node), or train on the CPU with --device cpu"
+            )
         device = torch.device("cuda", world.local_rank)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
@@ -99,13 +105,17 @@ def wrap(model: nn.Module, world: World, mode: str, layers: list[nn.Module]) -> 
     of `layers` and then of the whole (parameters, gradients and optimizer state sharded)."""
     if not world.distributed:
         return model
+    device = next(model.parameters()).device
     if mode == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        # On the run's device type: FSDP's default mesh is CUDA's wherever a GPU is visible,
+        # and a CPU run's ranks beyond the GPU count would then fail.
+        mesh = init_device_mesh(device.type, (world.world_size,))
         for layer in layers:
-            fully_shard(layer)
-        return fully_shard(model)
-    device = next(model.parameters()).device
+            fully_shard(layer, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
     return nn.parallel.DistributedDataParallel(
         model,
         device_ids=[device] if device.type == "cuda" else None,

@@ -45,10 +45,11 @@ from electra.pretrained import (
     resolve_model_dir,
     save_pretrained,
 )
+from electra.step import autocast
 from electra.tasks import get_task
 from electra.tasks.base import Batch, Encoded, Task
 from electra.tokenizer import load_tokenizer
-from electra.train import autocast, resolve_device, to_device
+from electra.train import resolve_device, to_device
 
 FINETUNE_FILE = "finetune.json"
 

@@ -8,8 +8,6 @@ step 0, multiplied by a linear warmup ramp.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
@@ -18,9 +16,9 @@ from electra.config import FinetuneConfig, TrainConfig
 
 def param_groups(model: nn.Module, weight_decay: float, by_network: bool = False) -> list[dict]:
     """Splits parameters into decayed and not decayed, by the official rule on names. With
-    `by_network`, each top-level submodule (an objective's network) gets its own pair of groups,
-    so that the official Adam counts the steps of a network that trains only part of the schedule
-    (two_stage) from its own first update."""
+    `by_network`, each top-level submodule (an objective's network) gets its own pair of groups:
+    the layout two_stage's checkpoints hold (earlier versions counted Adam's steps per group; the
+    pinned count of `AdamWNoBiasCorrection` needs no count)."""
     groups: dict[tuple[str, bool], list[nn.Parameter]] = {}
     for name, p in model.named_parameters():  # shared parameters appear once
         if not p.requires_grad:
@@ -34,53 +32,55 @@ def param_groups(model: nn.Module, weight_decay: float, by_network: bool = False
     ]
 
 
+# Adam's step count is held here, where torch's bias corrections 1 - beta^t are exactly 1 (beta^t
+# underflows to 0) and a float32 count no longer moves (2^30 +- 1 rounds back to 2^30).
+PINNED_STEP = float(2**30)
+
+
 class AdamWNoBiasCorrection(torch.optim.AdamW):
     """BERT's `AdamWeightDecayOptimizer` (ELECTRA.md §2.2): Adam without bias correction, the
     decay added to the update: p -= lr * (m / (sqrt(v) + eps) + wd * p).
 
-    It runs torch's AdamW kernels (fused where they exist: one pass over each tensor). Before each
-    step a group's lr, eps and weight decay are scaled so that torch's bias corrections cancel:
-    with c1 = 1 - beta1^t and c2 = sqrt(1 - beta2^t), torch's update
-    lr' / c1 * m / (sqrt(v) / c2 + eps') with lr' = lr * c1 / c2 and eps' = eps / c2 is exactly
-    lr * m / (sqrt(v) + eps), and its decay lr' * wd' * p with wd' = wd * c2 / c1 is lr * wd * p.
-    The step count t is kept in the group (so it is saved with the optimizer's state) and counts
-    the steps at which the group had gradients: the parameters of a group are expected to have
-    gradients at the same steps, as `param_groups` arranges.
+    It runs torch's AdamW kernels (fused where they exist: one pass over each tensor) with every
+    parameter's step count pinned at `PINNED_STEP`, where torch's bias corrections are exactly 1:
+    torch's decoupled update p * (1 - lr * wd) - lr * m / (sqrt(v) + eps) is then the official
+    one. Nothing changes from step to step on the host, so the step can be captured in a CUDA
+    graph (`electra.graphs`), and a group that starts late (two_stage's discriminator) takes the
+    official first step whenever it comes. A state without a pinned count (a checkpoint of an
+    earlier version, which counted steps and rescaled lr, eps and decay to cancel the
+    corrections) is pinned on loading.
     """
 
     @torch.no_grad()
     def step(self, closure=None):
-        given = []
         for group in self.param_groups:
-            given.append((group["lr"], group["eps"], group["weight_decay"]))
-            if not any(p.grad is not None for p in group["params"]):
-                continue  # torch skips it too
-            t = group.get("official_steps", 0) + 1
-            beta1, beta2 = group["betas"]
-            c1, c2 = 1.0 - beta1**t, math.sqrt(1.0 - beta2**t)
-            group["lr"] *= c1 / c2
-            group["eps"] /= c2
-            group["weight_decay"] *= c2 / c1
-            group["official_steps"] = t
-        try:
-            return super().step(closure)
-        finally:
-            for group, (lr, eps, wd) in zip(self.param_groups, given, strict=True):
-                group["lr"], group["eps"], group["weight_decay"] = lr, eps, wd
+            for p in group["params"]:
+                if p.grad is not None and not self.state[p]:
+                    self._init_state(p, group)
+        return super().step(closure)
 
+    def _init_state(self, p: torch.Tensor, group: dict) -> None:
+        """The state torch would create, with the count already pinned (on the device where the
+        fused or capturable kernels read it, else on the host)."""
+        on_device = group["fused"] or group["capturable"]
+        self.state[p].update(
+            step=torch.full(
+                (),
+                PINNED_STEP,
+                dtype=torch.float32,
+                device=p.device if on_device else torch.device("cpu"),
+            ),
+            exp_avg=torch.zeros_like(p, memory_format=torch.preserve_format),
+            exp_avg_sq=torch.zeros_like(p, memory_format=torch.preserve_format),
+        )
 
-def forget_skipped_steps(optimizer: torch.optim.Optimizer, skipped: int) -> None:
-    """Takes steps the trainer skipped (non-finite gradients) out of the official step counts.
-
-    The fused kernel leaves a skipped step out of torch's own count on the device; the official
-    count lives on the host and learns of skips at the next logging step, when the trainer reads
-    them. Until then the bias-correction cancellation uses a count a few steps high, which changes
-    the update by far less than one part in a thousand after the first few hundred steps."""
-    if not skipped or not isinstance(optimizer, AdamWNoBiasCorrection):
-        return
-    for group in optimizer.param_groups:
-        if "official_steps" in group:
-            group["official_steps"] = max(0, group["official_steps"] - skipped)
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            group.pop("official_steps", None)  # the count earlier versions kept
+        for state in self.state.values():
+            if "step" in state:
+                state["step"].fill_(PINNED_STEP)
 
 
 def build_optimizer(
@@ -109,5 +109,31 @@ def learning_rate(step: int, peak: float, total: int, warmup: int) -> float:
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Sets each group's LR (times its `lr_scale`); an LR held in a device tensor (see
+    `make_capturable`) is written in place, where a captured step reads it."""
     for group in optimizer.param_groups:
-        group["lr"] = lr * group.get("lr_scale", 1.0)
+        value = lr * group.get("lr_scale", 1.0)
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(value)
+        else:
+            group["lr"] = value
+
+
+def make_capturable(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """Prepares a fused Adam(W) for CUDA graph capture: each group's LR moves into a tensor on
+    `device` that the kernel reads when it runs, so a replayed step takes the LR of its step."""
+    for group in optimizer.param_groups:
+        if not group.get("fused"):
+            raise ValueError("only a fused optimizer can be captured")
+        group["capturable"] = True
+        group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+    optimizer.register_state_dict_post_hook(_plain_groups)
+
+
+def _plain_groups(optimizer: torch.optim.Optimizer, state: dict) -> dict:
+    """Checkpoints hold the optimizer as `build_optimizer` makes it (a float LR, not capturable),
+    so that any run, captured or not, resumes them. (Read back at checkpoints only.)"""
+    for group in state["param_groups"]:
+        group["lr"] = float(group["lr"])
+        group["capturable"] = False
+    return state

@@ -10,13 +10,13 @@ hot loop never waits on the host.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,14 +33,12 @@ from electra.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from electra.config import RunConfig, TrainConfig, with_architecture_of, write_text_atomic
+from electra.config import RunConfig, with_architecture_of, write_text_atomic
 from electra.data import BatchStream, PretrainingData
 from electra.distributed import (
     World,
-    all_reduce_,
     any_rank,
     close_process_group,
-    gradient_sync,
     init_process_group,
     restarted_by_torchrun,
     world_from_env,
@@ -48,21 +46,22 @@ from electra.distributed import (
 )
 from electra.errors import ElectraError
 from electra.flops import official_train_flops
+from electra.graphs import GraphedTrainStep, check_graphable
 from electra.host_memory import keep_freed_memory
 from electra.model import ElectraLayer, count_parameters, format_count
-from electra.objectives import Objective, StepOutput, build_objective, check_objective
+from electra.objectives import Objective, build_objective, check_objective
 from electra.ops import onednn_linear_enabled
 from electra.optim import (
     build_optimizer,
-    forget_skipped_steps,
     learning_rate,
     param_groups,
     set_learning_rate,
 )
 from electra.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
 from electra.runlock import LOCK_FILE, RunLock
+from electra.step import Window, train_step
 from electra.tokenizer import fingerprint, load_tokenizer
-from electra.tracking import RunLogger, auc_from_histograms, auc_histograms, read_metrics
+from electra.tracking import RunLogger, read_metrics
 
 
 def resolve_device(name: str) -> torch.device:
@@ -85,13 +84,6 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
     if device.type != "cuda":
         return batch
     return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-
-
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bf16 autocast on GPU by default; fp32 on CPU unless bf16 is asked for (fast on AMX CPUs)."""
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
@@ -152,57 +144,6 @@ def describe(objective: Objective) -> str:
     return "\n".join(lines)
 
 
-class Window:
-    """Step statistics between two logging steps, summed on the device and read back once."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, torch.Tensor] = {}
-        self.counts: dict[str, int] = {}  # micro-batches that reported each statistic
-        self.auc_hist: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.steps = 0
-        self.grad_norm: torch.Tensor | float = 0.0
-        self.skipped: torch.Tensor | int = 0  # steps skipped for a non-finite loss or gradient
-        self.start = time.perf_counter()
-
-    def add(self, out: StepOutput) -> None:
-        """One micro-batch's statistics."""
-        for k, v in {**out.stats, "loss": out.loss.detach()}.items():
-            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
-            self.counts[k] = self.counts.get(k, 0) + 1
-        if out.disc_logits is not None:
-            pos, neg = auc_histograms(out.disc_logits, out.disc_labels, out.real_mask)
-            if self.auc_hist is not None:
-                pos, neg = pos + self.auc_hist[0], neg + self.auc_hist[1]
-            self.auc_hist = (pos, neg)
-
-    def end_step(self, grad_norm: torch.Tensor, skipped: torch.Tensor) -> None:
-        self.steps += 1
-        # A skipped step's norm is not finite: it would poison the window's mean.
-        self.grad_norm = self.grad_norm + torch.where(skipped, 0.0, grad_norm)
-        self.skipped = self.skipped + skipped
-
-    def summary(self, world_size: int = 1) -> dict[str, float]:
-        """Means over the window and over all ranks (one all-reduce, at logging steps only)."""
-        names = sorted(self.sums)
-        flat = [self.sums[k].float().reshape(1) for k in names]
-        flat.append(torch.as_tensor(self.grad_norm, dtype=torch.float32).reshape(1))
-        if self.auc_hist is not None:
-            flat += [self.auc_hist[0], self.auc_hist[1]]
-        packed = all_reduce_(torch.cat([t.to(flat[0].device) for t in flat])).cpu()
-        means = {k: packed[i].item() / (self.counts[k] * world_size) for i, k in enumerate(names)}
-        skipped = int(self.skipped)
-        taken = self.steps - skipped
-        means["grad_norm"] = packed[len(names)].item() / world_size / taken if taken else math.nan
-        means["skipped_steps"] = skipped
-        if self.auc_hist is not None:
-            bins = self.auc_hist[0].numel()
-            start = len(names) + 1
-            means["disc_auc"] = auc_from_histograms(
-                packed[start : start + bins], packed[start + bins :]
-            )
-        return means
-
-
 class StopRequest:
     """Turns SIGINT/SIGTERM into a request to checkpoint and stop after the current step."""
 
@@ -259,50 +200,6 @@ def micro_batch_seed(seed: int, step: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, step, index]).generate_state(1, np.uint64)[0] >> 1)
 
 
-def train_step(
-    step_fn: Callable[..., StepOutput],
-    optimizer: torch.optim.Optimizer,
-    params: list[torch.nn.Parameter],
-    micro_batches: list[dict[str, torch.Tensor]],
-    cfg: TrainConfig,
-    window: Window,
-    seeds: list[int] | None = None,
-) -> torch.Tensor:
-    """One optimizer step over micro-batches already on the device: gradients accumulated (and
-    all-reduced once, after the last, under DDP or FSDP), clipped and applied, statistics added to
-    `window`. With `seeds`, the RNG is seeded with `seeds[i]` before micro-batch i.
-
-    A non-finite loss or gradient norm on any rank skips the update: the fused optimizer reads the
-    flag on the device (as under a GradScaler), so weights and moments stay as they were without a
-    host sync. Nothing here reads a value back to the host (tests/test_host_syncs.py counts), so a
-    GPU runs it ahead of Python, and it can be captured. Returns the skipped flag (a bool tensor)."""
-    device = micro_batches[0]["input_ids"].device
-    bad = torch.zeros((), dtype=torch.bool, device=device)
-    for i, batch in enumerate(micro_batches):
-        if seeds is not None:
-            torch.manual_seed(seeds[i])
-        with gradient_sync(step_fn, enabled=i == len(micro_batches) - 1):
-            with autocast(device, cfg.precision):
-                out = step_fn(**batch)
-            (out.loss / len(micro_batches)).backward()
-        bad |= ~torch.isfinite(out.loss.detach())
-        window.add(out)
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-    if isinstance(grad_norm, DTensor):  # FSDP: the norm over all shards
-        grad_norm = grad_norm.full_tensor()
-    # A non-finite loss on one rank makes every rank's all-reduced gradient non-finite; the flag
-    # is reduced too, for the rare loss that overflows without its gradient doing so.
-    skipped = all_reduce_(bad.float(), "max").bool() | ~torch.isfinite(grad_norm)
-    if getattr(optimizer, "defaults", {}).get("fused"):
-        optimizer.found_inf = skipped.float()
-        optimizer.step()
-    elif not skipped.item():  # unfused optimizers cannot skip on the device: read the flag
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    window.end_step(grad_norm, skipped)
-    return skipped
-
-
 def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator.
 
@@ -356,6 +253,7 @@ def _pretrain(
     cfg = fit_config_to_data(cfg, data, keep_vocab=latest is not None or init_from_pair)
 
     check_objective(cfg)
+    check_graphable(cfg.train, device, world)
     micro_batch = cfg.train.micro_batch(world.world_size)
     if device.type == "cpu":
         keep_freed_memory()
@@ -404,6 +302,12 @@ def _pretrain(
     tokens_per_step = cfg.train.batch_size * data.seq_len
     params = [p for p in objective.parameters() if p.requires_grad]
     step_fn = torch.compile(model, mode=cfg.train.compile_mode) if cfg.train.compile else model
+    if cfg.train.cuda_graph:
+        run_step = GraphedTrainStep(
+            step_fn, optimizer, params, cfg.train, device, objective.graph_key
+        )
+    else:
+        run_step = functools.partial(train_step, step_fn, optimizer, params, cfg=cfg.train)
     logger = RunLogger(run_dir, cfg.train.tensorboard) if world.is_main else None
     bar = tqdm(
         total=cfg.train.steps,
@@ -430,9 +334,7 @@ def _pretrain(
                 micro_batch_seed(cfg.train.seed, step, i * world.world_size + world.rank)
                 for i in range(cfg.train.grad_accum)
             ]
-            skipped = train_step(
-                step_fn, optimizer, params, micro_batches, cfg.train, window, seeds
-            )
+            skipped = run_step(micro_batches, window=window, seeds=seeds)
             guard.update(skipped)
             step += 1
             bar.update(1)
@@ -459,7 +361,6 @@ def _pretrain(
                 )
                 if logger is not None:
                     logger.log(record)
-                forget_skipped_steps(optimizer, record["skipped_steps"])
                 bar.set_postfix(_postfix(record), refresh=False)
                 window = Window()
             streak, current_streak = guard.read()

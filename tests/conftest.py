@@ -137,8 +137,10 @@ def wikitext_data(tmp_path_factory):
 
 
 def tiny_cfg(data, **overrides):
-    """A very small model for mechanics tests: seconds per run."""
+    """A very small model for mechanics tests: seconds per run, on the CPU also where a GPU is
+    visible (gloo, and results compared bit for bit with CI's)."""
     o = {
+        "train.device": "cpu",
         "data.path": str(data),
         "data.seq_len": 64,
         "model.hidden_size": 32,

@@ -187,6 +187,19 @@ def test_bad_cpu_linear_setting(data, tmp_path, capsys, monkeypatch, gpu_visible
     assert not (tmp_path / "run").exists()
 
 
+def test_a_cuda_graph_that_cannot_be_captured_is_refused(data, tmp_path, capsys):
+    """--cuda-graph on the CPU, with accumulation, or inside compile's own graphs: one line each,
+    and nothing written."""
+    args = [*small_run_args(data, tmp_path / "run"), "--cuda-graph"]
+    code, _, err = run_cli(capsys, *args, "--device", "cpu")
+    assert_one_line_error(code, err, "train.cuda_graph", "on cpu")
+    code, _, err = run_cli(capsys, *args, "--train.grad_accum", "2")
+    assert_one_line_error(code, err, "train.grad_accum=2", "train.grad_accum=1")
+    code, _, err = run_cli(capsys, *args, "--compile", "--train.compile_mode", "reduce-overhead")
+    assert_one_line_error(code, err, "train.compile_mode=reduce-overhead", "default")
+    assert not (tmp_path / "run").exists()
+
+
 def test_unknown_preset_and_config_key(data, tmp_path, capsys):
     code, _, err = run_cli(
         capsys, "pretrain", "--preset", "smal", "--data", data, "--out", tmp_path / "r"

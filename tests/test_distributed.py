@@ -19,6 +19,8 @@ from safetensors.torch import load_file
 
 from electra.checkpoint import checkpoint_dirs
 from electra.data import BatchStream, PretrainingData
+from electra.distributed import World, init_process_group
+from electra.errors import ElectraError
 from electra.tracking import read_metrics
 from electra.train import pretrain
 
@@ -219,3 +221,12 @@ def test_the_global_batch_must_divide_over_processes_and_accumulation():
         TrainConfig(batch_size=32, grad_accum=2).micro_batch(3)
     with pytest.raises(ElectraError, match=r"train.parallel='zero3': use ddp or fsdp"):
         TrainConfig(parallel="zero3")
+
+
+def test_more_ranks_than_gpus_is_refused_in_one_line(monkeypatch):
+    """torchrun --nproc_per_node 2 on a one-GPU machine: rank 1 is told what to do, before it asks
+    CUDA for a second device."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    world = World(rank=1, world_size=2, local_rank=1)
+    with pytest.raises(ElectraError, match="1 are visible: start at most that many processes"):
+        init_process_group(world, torch.device("cuda"))

@@ -18,8 +18,9 @@ from electra.errors import ElectraError
 from electra.objectives.electra import ReplacedTokenDetection
 from electra.optim import build_optimizer
 from electra.runlock import RunLock
+from electra.step import Window, train_step
 from electra.tracking import read_metrics
-from electra.train import Window, pretrain, train_step
+from electra.train import pretrain
 
 from .conftest import tiny_cfg
 

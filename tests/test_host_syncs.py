@@ -20,7 +20,7 @@ from electra import ops
 from electra.config import ObjectiveConfig, TrainConfig
 from electra.objectives import OBJECTIVES, build_objective
 from electra.optim import build_optimizer, param_groups
-from electra.train import Window, train_step
+from electra.step import Window, train_step
 
 from .test_objective import _batch
 

@@ -10,9 +10,11 @@ import torch
 from electra.config import TrainConfig
 from electra.objectives import build_objective
 from electra.optim import (
+    PINNED_STEP,
     AdamWNoBiasCorrection,
     build_optimizer,
     learning_rate,
+    make_capturable,
     param_groups,
     set_learning_rate,
 )
@@ -84,7 +86,11 @@ def test_official_adam_takes_larger_first_steps_than_torch_adamw():
     assert moved[False] == pytest.approx(1e-3 * 0.1 / math.sqrt(0.001), rel=1e-3)
 
 
-def test_official_adam_resumes_exactly():
+@pytest.mark.parametrize("counted", [False, True])
+def test_official_adam_resumes_exactly(counted):
+    """Stopped after 3 steps and resumed, 6 steps in all: the weights of 6 uninterrupted steps. With
+    `counted`, the saved state is as earlier versions wrote it (a step count per parameter and
+    the groups' `official_steps`): it is pinned on loading and continues the same."""
     lrs = [1e-3] * 6
     whole = _params()
     opt = build_optimizer(
@@ -98,10 +104,15 @@ def test_official_adam_resumes_exactly():
     )
     _run(first, parts, 3, lrs=lrs)
     state = first.state_dict()
+    if counted:
+        for saved in state["state"].values():
+            saved["step"] = torch.tensor(3.0)
+        state["param_groups"][0]["official_steps"] = 3
     second = build_optimizer(
         [{"params": parts, "weight_decay": 0.01}], TrainConfig(), torch.device("cpu")
     )
     second.load_state_dict(state)
+    assert "official_steps" not in second.param_groups[0]
     _run(second, parts, 3, start=3, lrs=lrs)
     for a, b in zip(whole, parts, strict=True):
         assert torch.equal(a, b)
@@ -150,7 +161,7 @@ def test_a_group_that_starts_late_takes_the_official_first_step():
             p.grad = g.clone()
         opt.step()  # `late` has no gradient yet and is left alone
     before = [p.detach().clone() for p in late]
-    assert opt.param_groups[1].get("official_steps", 0) == 0
+    assert all(not opt.state[p] for p in late)  # no state before its first gradient
     for p, g in zip(early + late, _grads(5) + _grads(6), strict=True):
         p.grad = g.clone()
     opt.step()
@@ -158,3 +169,37 @@ def test_a_group_that_starts_late_takes_the_official_first_step():
         moved = (b - p.detach()) / 1e-3
         want = 0.1 * g / (math.sqrt(0.001) * g.abs() + 1e-6)
         assert torch.allclose(moved, want, rtol=1e-3, atol=1e-5)
+
+
+def test_the_step_count_stays_pinned_through_skipped_steps():
+    """The count sits where torch's bias corrections are exactly 1 and never moves, also when the
+    fused kernel skips a step for a non-finite gradient (and leaves the weights alone)."""
+    params = _params()
+    opt = build_optimizer(
+        [{"params": params, "weight_decay": 0.01}], TrainConfig(), torch.device("cpu")
+    )
+    _run(opt, params, 3, lrs=[1e-3] * 3)
+    before = [p.detach().clone() for p in params]
+    opt.found_inf = torch.ones(())
+    _run(opt, params, 1, start=3, lrs=[1e-3] * 4)
+    assert all(torch.equal(a, b) for a, b in zip(params, before, strict=True))
+    assert all(opt.state[p]["step"].item() == PINNED_STEP for p in params)
+
+
+def test_a_capturable_optimizer_keeps_its_lr_on_the_device_and_checkpoints_plain():
+    """make_capturable moves the LR into a tensor that set_learning_rate writes in place (a
+    captured step reads it there); the state it saves is the plain optimizer's, a float LR."""
+    params = _params()
+    opt = build_optimizer(
+        [{"params": params, "weight_decay": 0.01, "lr_scale": 0.5}],
+        TrainConfig(),
+        torch.device("cpu"),
+    )
+    make_capturable(opt, torch.device("cpu"))
+    lr = opt.param_groups[0]["lr"]
+    set_learning_rate(opt, 2e-3)
+    assert opt.param_groups[0]["lr"] is lr and lr.item() == pytest.approx(1e-3)
+    saved = opt.state_dict()["param_groups"][0]
+    assert saved["lr"] == pytest.approx(1e-3) and isinstance(saved["lr"], float)
+    assert saved["capturable"] is False
+    assert opt.param_groups[0]["capturable"] is True  # the live optimizer is unchanged

@@ -50,6 +50,9 @@ class Adversarial(ReplacedTokenDetection):
     def begin_step(self, step: int) -> None:
         self.adversarial = step >= self.cfg.adversarial_mlm_steps
 
+    def graph_key(self) -> bool:
+        return self.adversarial
+
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:

@@ -9,6 +9,7 @@ class registered under its `objective.name`; the trainer builds it with `build_o
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -128,6 +129,11 @@ class Objective(nn.Module):
     def begin_step(self, step: int) -> None:
         """Called before optimizer step `step` (0-based); objectives that change with the
         schedule act here."""
+
+    def graph_key(self) -> Hashable:
+        """What of the state `begin_step` sets changes the step's computation: a step captured
+        as a CUDA graph (`electra.graphs`) is captured again when this changes."""
+        return None
 
     def masked_lm_step(
         self,

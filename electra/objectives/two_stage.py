@@ -48,6 +48,9 @@ class TwoStage(ReplacedTokenDetection):
                 self.discriminator.electra.load_state_dict(self.generator.electra.state_dict())
         self.second_stage = step >= switch
 
+    def graph_key(self) -> bool:
+        return self.second_stage
+
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
