@@ -14,6 +14,15 @@
 # with ANCHOR_FLAGS="--compile --train.compile_mode reduce-overhead". The `tests` stage links
 # ../shared/data/{glue,conll2003,wikitext-2-raw} to SHARED/... where SHARED is set (the data
 # folders carried with the call), and installs carried wheels from .whl/ (seqeval is not there).
+# ONLY="name ..." runs only the named commands of a stage: `speed` holds more than one call's
+# worth (about 800 s on an H100), so split it, e.g. ONLY="graphs-test trainer-small careful-ro
+# trainer-base" and then the rest. `tests` can run beside `speed` (it is CPU work but for
+# tests/test_graphs.py); `careful-ro` is then slowed by the CPU load, so keep them apart for it.
+#
+# How the 2026-11-24 session carried its inputs (the device tool sends the repository only): the
+# prepared Wikipedia sample, glue/, conll2003/ and wikitext-2-raw/ in gpu-data/ (48 MB) and a
+# seqeval wheel in .whl/, both ignored by git (.git/info/exclude) and named in the call's carry:
+#   SHARED=gpu-data bash benchmarks/gpu_session.sh tests $OUT/t gpu-data/wiki-128 gpu-data/glue
 set -uo pipefail
 stage=$1 out=$2 data=${3:-} glue=${4:-}
 work=${WORK:-/tmp/electra-gpu}
@@ -68,11 +77,14 @@ speed)
     run careful-ro 150 "${tp[@]}" --preset small --batch 128 --impls careful --compile \
         --compile-mode reduce-overhead --json "$logs/careful-ro.json"
     run trainer-base 150 python3 -m electra.cli pretrain --preset base --data "$data" \
-        --seq-len 128 --batch-size 128 --out "$work/trainer-base" --steps 300 --compile --cuda-graph \
+        --seq-len 128 --batch-size 128 --out "$work/trainer-base" --steps 600 --compile --cuda-graph \
         --train.log_every 100 --train.save_every 100000 --train.progress false
     cp "$work/trainer-base/metrics.jsonl" "$logs/trainer-base.jsonl" && pack
     run finetune-sst2 120 python3 benchmarks/finetune_throughput.py --preset small --glue "$glue" \
         --task sst2 --device cuda --steps 200 --warmup 20 --out "$logs/finetune.jsonl"
+    run finetune-sst2-compiled 150 python3 benchmarks/finetune_throughput.py --preset small \
+        --glue "$glue" --task sst2 --device cuda --steps 200 --warmup 20 --compile \
+        --out "$logs/finetune.jsonl"
     run ours-graph 100 "${tp[@]}" --preset small --batch 128 --impls ours --compile --cuda-graph \
         --json "$logs/ours-graph.json"
     # Eager, with the kernels of a few steps listed (the GPU time the host has to keep up with).
