@@ -187,7 +187,14 @@ def load_checkpoint(
         )
     weights = {n: saved[c] for n, c in names.items()}
     set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
+    # A parameter with no saved optimizer state has had no gradient yet (two_stage's
+    # discriminator before its switch: Adam makes a state at the first gradient); not strict, so
+    # it gets its state then, as it would have in the run that saved the checkpoint. The weights
+    # above are checked strictly, and the checksums catch a truncated state.pt.
     set_optimizer_state_dict(
-        model, optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True)
+        model,
+        optimizer,
+        state["optimizer"],
+        options=StateDictOptions(full_state_dict=True, strict=False),
     )
     return state

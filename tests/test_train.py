@@ -76,13 +76,26 @@ def test_metrics_checkpoints_and_model_folders(wikitext_data, tmp_path):
     assert all(0 <= t["p_replaced"] <= 1 for t in tokens)
 
 
-def test_resume_is_bit_for_bit(wikitext_data, tmp_path):
-    """Stopped after 3 of 6 steps and resumed == 6 steps straight (dropout on, CPU, same seed)."""
-    straight = pretrain(tiny_cfg(wikitext_data), tmp_path / "straight")
-    stopped = pretrain(tiny_cfg(wikitext_data, **{"train.stop_after": 3}), tmp_path / "resumed")
+TWO_STAGE_AT_3 = {
+    "objective.name": "two_stage",
+    "objective.sharing": "none",
+    "objective.generator_hidden_fraction": 1.0,
+    "objective.two_stage_steps": 3,
+}
+
+
+@pytest.mark.parametrize("objective", [{}, TWO_STAGE_AT_3], ids=["electra", "two_stage"])
+def test_resume_is_bit_for_bit(wikitext_data, tmp_path, objective):
+    """Stopped after 3 of 6 steps and resumed == 6 steps straight (dropout on, CPU, same seed).
+    two_stage switches at the stop: its checkpoint holds no optimizer state for the discriminator,
+    which has had no gradient yet, and the resumed run gives it one at its first step."""
+    straight = pretrain(tiny_cfg(wikitext_data, **objective), tmp_path / "straight")
+    stopped = pretrain(
+        tiny_cfg(wikitext_data, **objective, **{"train.stop_after": 3}), tmp_path / "resumed"
+    )
     assert checkpoint_dirs(stopped)[-1].name == "step_00000003"
     assert not (stopped / "discriminator").exists()  # not finished: no final model folders yet
-    resumed = pretrain(tiny_cfg(wikitext_data), tmp_path / "resumed", resume=True)
+    resumed = pretrain(tiny_cfg(wikitext_data, **objective), tmp_path / "resumed", resume=True)
     a = load_file(checkpoint_dirs(straight)[-1] / "model.safetensors")
     b = load_file(checkpoint_dirs(resumed)[-1] / "model.safetensors")
     assert a.keys() == b.keys()
