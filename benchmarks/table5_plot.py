@@ -27,8 +27,15 @@ def load(folders: list[str]) -> list[tuple[str, str, list[dict]]]:
         results = json.loads((folder / "results.json").read_text())
         for arm, points in results["arms"].items():
             objective = plan["arms"][arm]["objective"]
-            arms.append((f"{folder.name}/{arm}", objective, [p for p in points if p["glue"]]))
+            arms.append(
+                (f"{folder.name}/{arm}", objective, [p for p in points if p["glue"] is not None])
+            )
     return arms
+
+
+def value(point: dict, metric: str) -> float:
+    """The point's GLUE mean, or one task's median."""
+    return point["glue"] if metric == "glue" else point["tasks"][metric]["median"]
 
 
 def main() -> None:
@@ -41,20 +48,20 @@ def main() -> None:
     arms = load(args.folders)
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, metric in zip(axes, ("glue", "stsb"), strict=True):
-
-        def value(p: dict, metric: str = metric) -> float:
-            return p["glue"] if metric == "glue" else p["tasks"][metric]["median"]
-
-        band = [a for a in arms if a[1] == args.band]
-        if band:
-            flops = [p["train_flops"] for p in band[0][2]]
-            lows = [min(value(a[2][i]) for a in band) for i in range(len(flops))]
-            highs = [max(value(a[2][i]) for a in band) for i in range(len(flops))]
+        # The band spans every band arm's value at each budget point any of them reached.
+        at: dict[float, list[float]] = {}
+        for _, objective, points in arms:
+            if objective == args.band:
+                for p in points:
+                    at.setdefault(p["train_flops"], []).append(value(p, metric))
+        if at:
+            flops = sorted(at)
+            lows, highs = [min(at[f]) for f in flops], [max(at[f]) for f in flops]
             ax.fill_between(flops, lows, highs, alpha=0.2, color="C0", label=f"{args.band} runs")
         others = sorted({a[1] for a in arms} - {args.band})
         for label, objective, points in arms:
             xs = [p["train_flops"] for p in points]
-            ys = [value(p) for p in points]
+            ys = [value(p, metric) for p in points]
             if objective == args.band:
                 ax.plot(xs, ys, marker="o", lw=0.8, color="C0")
             else:  # arms of one objective share a colour
