@@ -10,8 +10,9 @@
 # DATA is a folder from `electra prepare ... --seq-len 128`, GLUE the folder holding SST-2/, ...
 # ANCHOR_PRETRAIN_S (default 300) bounds the anchor's pretraining; ANCHOR_FLAGS (default
 # "--compile --cuda-graph") are its speed flags, PRESET (default small) its size; BUDGET_S
-# (default 570) bounds each stage. Run `speed` first: if its captured step fails, run `anchor`
-# with ANCHOR_FLAGS="--compile --train.compile_mode reduce-overhead". The `tests` stage links
+# (default 570) bounds each stage; INITS="pretrained random" makes `anchor` fine-tune random
+# weights beside (issue 13 item 3 at that scale). Run `speed` first: if its captured step fails,
+# run `anchor` with ANCHOR_FLAGS="--compile --train.compile_mode reduce-overhead". The `tests` stage links
 # ../shared/data/{glue,conll2003,wikitext-2-raw} to SHARED/... where SHARED is set (the data
 # folders carried with the call), and installs carried wheels from .whl/ (seqeval is not there).
 # ONLY="name ..." runs only the named commands of a stage: `speed` holds more than one call's
@@ -105,7 +106,7 @@ anchor)
     cp "$run_dir/metrics.jsonl" "$work/small-x/metrics.jsonl"
     for task in sst2 cola mrpc stsb rte; do  # side by side on the one GPU
         OMP_NUM_THREADS=3 run "finetune-$task" 600 python3 benchmarks/transfer.py --model "$work/small-x/discriminator" \
-            --glue "$glue" --out "$work/transfer" --tasks "$task" --inits pretrained \
+            --glue "$glue" --out "$work/transfer" --tasks "$task" --inits ${INITS:-pretrained} \
             --seeds "${SEEDS:-3}" --seeds-large 1 &
     done
     wait
