@@ -12,9 +12,10 @@
 # "--compile --cuda-graph") are its speed flags, PRESET (default small) its size; BUDGET_S
 # (default 570) bounds each stage; INITS="pretrained random" makes `anchor` fine-tune random
 # weights beside (issue 13 item 3 at that scale). Run `speed` first: if its captured step fails,
-# run `anchor` with ANCHOR_FLAGS="--compile --train.compile_mode reduce-overhead". The `tests` stage links
-# ../shared/data/{glue,conll2003,wikitext-2-raw} to SHARED/... where SHARED is set (the data
-# folders carried with the call), and installs carried wheels from .whl/ (seqeval is not there).
+# run `anchor` with ANCHOR_FLAGS="--compile --train.compile_mode reduce-overhead". The `tests`
+# stage links ../shared/data/{glue,conll2003,wikitext-2-raw} to SHARED/... where SHARED is set
+# (the data folders carried with the call), and installs carried wheels from .whl/ (seqeval is
+# not there).
 # ONLY="name ..." runs only the named commands of a stage: `speed` holds more than one call's
 # worth (about 800 s on an H100), so split it, e.g. ONLY="graphs-test trainer-small careful-ro
 # trainer-base" and then the rest. `tests` can run beside `speed` (it is CPU work but for
