@@ -12,7 +12,8 @@ CPU, as `electra finetune` defaults to):
 
 - ours: `electra.finetune.train_model` and `predict` (training batches packed several examples
   to a row, `--no-pack` trims each to its longest row instead; prediction batched by length;
-  `--compile` compiles the model);
+  `--compile` compiles the model; `--cuda-graph` pads batches to a few widths and captures the
+  training step and the prediction forward per shape, its captures timed with the rest);
 - Trainer: `ElectraForSequenceClassification.from_pretrained`, `AutoTokenizer` and the
   `DataCollatorWithPadding` that pads each batch to its longest row, as `run_glue.py` sets it up
   (`--compile` sets `torch_compile`), with AdamW, linear warmup and decay, and clipping at 1.0.
@@ -71,7 +72,11 @@ class Ours:
         self.task, self.device, self.args = task, device, args
         model_cfg, self.state, tokenizer, _ = load_encoder(model_dir)
         cfg = FinetuneConfig(
-            batch_size=args.batch, precision=args.precision, compile=args.compile, pack=args.pack
+            batch_size=args.batch,
+            precision=args.precision,
+            compile=args.compile,
+            pack=args.pack,
+            cuda_graph=args.cuda_graph,
         )
         self.cfg = replace(resolve_recipe(cfg, model_cfg, 1, 128), epochs=1, progress=False)
         self.model_cfg = model_cfg
@@ -100,7 +105,13 @@ class Ours:
             sync(self.device)
             start = time.perf_counter()
             predict(
-                self.task, self.model, self.dev_rows, self.dev, self.device, self.args.precision
+                self.task,
+                self.model,
+                self.dev_rows,
+                self.dev,
+                self.device,
+                self.args.precision,
+                self.args.cuda_graph,
             )
             sync(self.device)
         return len(self.dev_rows) / (time.perf_counter() - start)
@@ -210,6 +221,7 @@ def main() -> None:
     p.add_argument("--dev-examples", type=int, default=0, help="0: the whole dev set")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--cuda-graph", action="store_true", help="ours: captured steps (one GPU)")
     p.add_argument(
         "--pack", action=argparse.BooleanOptionalAction, default=True, help="ours: packed batches"
     )
@@ -253,6 +265,7 @@ def main() -> None:
         "precision": args.precision,
         "compile": args.compile,
         "pack": args.pack,
+        "cuda_graph": args.cuda_graph,
         "batch": args.batch,
         "steps": args.steps,
         "dev_examples": len(dev_rows),

@@ -67,7 +67,8 @@ case $stage in
 speed)
     tp=(python3 benchmarks/pretrain_throughput.py --seq-len 128 --precision bf16 --device cuda
         --warmup 10 --steps 20 --rounds 5 --skip-memory)
-    # First, that a captured step trains as eager steps do (every objective, fp32 and bf16).
+    # First, that a captured step trains as eager steps do (every objective, fp32 and bf16;
+    # fine-tuning's steps over several batch shapes, and its prediction).
     run graphs-test 150 python3 -m pytest -q -p no:cacheprovider tests/test_graphs.py
     # Item 1's target: the trainer itself, captured (compiled inside), on real data.
     run trainer-small 150 python3 -m electra.cli pretrain --preset small --data "$data" \
@@ -86,6 +87,14 @@ speed)
         --task sst2 --device cuda --steps 200 --warmup 20 --out "$logs/finetune.jsonl"
     run finetune-sst2-compiled 150 python3 benchmarks/finetune_throughput.py --preset small \
         --glue "$glue" --task sst2 --device cuda --steps 200 --warmup 20 --compile \
+        --out "$logs/finetune.jsonl"
+    # Ours captured per batch shape (finetune --cuda-graph) against the Trainer eager, then
+    # against the Trainer compiled (--compile compiles both; ours graphs its compiled model).
+    run finetune-sst2-graph 120 python3 benchmarks/finetune_throughput.py --preset small \
+        --glue "$glue" --task sst2 --device cuda --steps 200 --warmup 20 --cuda-graph \
+        --out "$logs/finetune.jsonl"
+    run finetune-sst2-graph-compiled 180 python3 benchmarks/finetune_throughput.py --preset small \
+        --glue "$glue" --task sst2 --device cuda --steps 200 --warmup 20 --cuda-graph --compile \
         --out "$logs/finetune.jsonl"
     run ours-graph 100 "${tp[@]}" --preset small --batch 128 --impls ours --compile --cuda-graph \
         --json "$logs/ours-graph.json"

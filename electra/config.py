@@ -514,6 +514,10 @@ class FinetuneConfig:
     # Training batches of GLUE tasks packed several examples to a row (electra.packing): the same
     # encoder arithmetic as padded rows, without computing the padding.
     pack: bool = True
+    # Capture the training step and prediction as CUDA graphs (electra.graphs), one per batch
+    # shape: batches are padded to a few widths (powers of two from 32) instead of packed, so a
+    # small model's step costs the host one launch. One GPU.
+    cuda_graph: bool = False
     progress: bool = True
     # SQuAD
     doc_stride: int = 128

@@ -9,6 +9,7 @@ a complete fine-tuned model with its `results.json` and `predictions.jsonl`; `ev
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import re
@@ -33,8 +34,10 @@ from electra.config import (
     write_json_atomic,
 )
 from electra.errors import ElectraError
+from electra.graphs import GraphedTrainStep, ShapeGraphs, check_graphable
 from electra.heads import HEADS
 from electra.host_memory import keep_freed_memory
+from electra.objectives import StepOutput
 from electra.optim import build_optimizer, learning_rate, set_learning_rate
 from electra.packing import pack_batch
 from electra.pretrained import (
@@ -45,7 +48,7 @@ from electra.pretrained import (
     resolve_model_dir,
     save_pretrained,
 )
-from electra.step import autocast
+from electra.step import Window, autocast, train_step
 from electra.tasks import get_task
 from electra.tasks.base import Batch, Encoded, Task
 from electra.tokenizer import load_tokenizer
@@ -82,19 +85,31 @@ def layerwise_groups(model: nn.Module, cfg: FinetuneConfig) -> list[dict]:
     ]
 
 
-def trim(batch: Batch) -> Batch:
-    """Cuts padding columns that no row in the batch uses (to a multiple of 8), before the batch
-    goes to the device: short GLUE sentences need not pay for max_seq_len."""
+def trim(batch: Batch, static: bool = False) -> Batch:
+    """Cuts padding columns that no row in the batch uses, before the batch goes to the device:
+    short GLUE sentences need not pay for max_seq_len. The width kept is a multiple of 8, or with
+    `static` a power of two from 32 (or the whole width), so that captured steps see few shapes."""
     width = batch["attention_mask"].shape[1]
     used = int(batch["attention_mask"].sum(1).max())
-    keep = min(width, -(-used // 8) * 8)
+    keep = max(32, 1 << (used - 1).bit_length()) if static else -(-used // 8) * 8
+    keep = min(width, keep)
     return {k: v[:, :keep] if v.dim() > 1 and v.shape[1] == width else v for k, v in batch.items()}
+
+
+def task_step(task: Task, model: nn.Module, reduction: str, **batch: torch.Tensor) -> StepOutput:
+    """A task's training objective as the step function of `electra.step.train_step`: the loss
+    to differentiate (the per-example losses summed or averaged), and their sum as a statistic."""
+    losses = task.losses(model, batch)
+    loss = losses.sum() if reduction == "sum" else losses.mean()
+    return StepOutput(loss=loss, stats={"example_loss": losses.detach().sum()})
 
 
 def train_model(
     task: Task, model: nn.Module, data: Encoded, cfg: FinetuneConfig, device, seed: int
 ) -> list[float]:
-    """Trains in place; returns the mean per-example loss of each epoch."""
+    """Trains in place; returns the mean per-example loss of each epoch. A step is pretraining's
+    (`electra.step.train_step`: clipping, and no update where the loss or the gradient is not
+    finite), captured per batch shape under `cfg.cuda_graph`."""
     n = len(data)
     steps_per_epoch = math.ceil(n / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
@@ -103,30 +118,34 @@ def train_model(
     params = [p for p in model.parameters() if p.requires_grad]
     order = torch.Generator().manual_seed(seed)
     forward = torch.compile(model) if cfg.compile else model
+    step_fn = functools.partial(task_step, task, forward, cfg.loss_reduction)
+    if cfg.cuda_graph:
+        run_step = GraphedTrainStep(step_fn, optimizer, params, cfg, device)
+    else:
+        run_step = functools.partial(train_step, step_fn, optimizer, params, cfg=cfg)
+    pack = cfg.pack and task.packable and not cfg.cuda_graph  # packed rows vary in number
     model.train()
-    epoch_losses = []
+    epoch_losses, skipped = [], 0
     bar = tqdm(total=total, disable=not cfg.progress, unit="step", file=sys.stderr, leave=False)
     step = 0
     for _ in range(cfg.epochs):
-        loss_sum = torch.zeros((), device=device)
+        window = Window()
         for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
             batch = _rows(data, idx)  # untrimmed: pack_batch chooses its rows' width itself
-            batch = pack_batch(batch) if cfg.pack and task.packable else trim(batch)
-            batch = to_device(batch, device)
+            batch = pack_batch(batch) if pack else trim(batch, static=cfg.cuda_graph)
             set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))
-            with autocast(device, cfg.precision):
-                losses = task.losses(forward, batch)
-            loss = losses.sum() if cfg.loss_reduction == "sum" else losses.mean()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum += losses.detach().sum()
+            run_step([to_device(batch, device)], window=window)
             step += 1
             bar.update(1)
-        epoch_losses.append(loss_sum.item() / n)  # one sync per epoch
+        epoch_losses.append(window.sums["example_loss"].item() / n)  # one sync per epoch
+        skipped += int(window.skipped)
         bar.set_postfix(loss=f"{epoch_losses[-1]:.4g}")
     bar.close()
+    if skipped:
+        print(
+            f"warning: {skipped} of {total} steps were skipped, their loss or gradient not finite",
+            file=sys.stderr,
+        )
     return epoch_losses
 
 
@@ -136,22 +155,42 @@ def _rows(data: Encoded, idx: torch.Tensor) -> Batch:
 
 @torch.no_grad()
 def predict(
-    task: Task, model: nn.Module, examples: list, data: Encoded, device, precision: str
+    task: Task,
+    model: nn.Module,
+    examples: list,
+    data: Encoded,
+    device,
+    precision: str,
+    cuda_graph: bool = False,
 ) -> list[dict]:
+    """The task's predictions for `examples` (encoded as `data`). Batches hold rows of similar
+    lengths (longest first, so that a too-large batch fails at once), each trimmed to its longest
+    row; the outputs stay on the device until the last batch (one sync) and go back to the
+    examples' order. With `cuda_graph` the batches take a few static shapes (`trim(static=True)`,
+    the last filled up with repeated rows) and, on a GPU, each shape's forward is captured after
+    one eager call and replayed (`electra.graphs.ShapeGraphs`)."""
     model.eval()
-    # Batches of similar lengths (longest first, so a too-large batch fails at once), each trimmed
-    # to its longest row; the outputs go back to the examples' order.
+
+    def infer(batch: Batch) -> Batch:
+        with autocast(device, precision, cache_casts=not cuda_graph):
+            return task.infer(model, batch)
+
+    run = ShapeGraphs(infer, device, warmup=1) if cuda_graph else infer
+    size = task.eval_batch_size
     order = data.tensors["attention_mask"].sum(1).argsort(descending=True, stable=True)
+    width = data.tensors["input_ids"].shape[1]
     parts: dict[str, list[torch.Tensor]] = {}
-    for idx in order.split(task.eval_batch_size):
-        batch = to_device(trim(_rows(data, idx)), device)
-        with autocast(device, precision):
-            out = task.infer(model, batch)
+    for idx in order.split(size):
+        n = len(idx)
+        if cuda_graph and n < size:
+            idx = torch.cat([idx, idx[:1].repeat(size - n)])
+        out = run(to_device(trim(_rows(data, idx), static=cuda_graph), device))
         for k, v in out.items():
+            v = v[:n].clone()  # a replay's outputs are rewritten by the next replay
             if k in task.token_outputs:  # trimmed to the batch: pad back to the common width
-                v = nn.functional.pad(v, (0, data.tensors["input_ids"].shape[1] - v.shape[1]))
-            parts.setdefault(k, []).append(v.cpu())
-    outputs = {k: torch.cat(v)[order.argsort()] for k, v in parts.items()}
+                v = nn.functional.pad(v, (0, width - v.shape[1]))
+            parts.setdefault(k, []).append(v)
+    outputs = {k: torch.cat(v).cpu()[order.argsort()] for k, v in parts.items()}
     return task.decode(examples, data, outputs)
 
 
@@ -226,12 +265,14 @@ def evaluate_sets(
     sets: dict[str, list],
     encoded: dict[str, Encoded],
     device,
-    precision,
+    cfg: FinetuneConfig,
 ) -> tuple[dict[str, float], list[dict]]:
     """Predictions for every set, and their scores where gold labels are known."""
     scores, rows = {}, []
     for name, examples in sets.items():
-        preds = predict(task, model, examples, encoded[name], device, precision)
+        # A model fine-tuned with cuda_graph may be evaluated on the CPU: nothing to capture.
+        graphed = cfg.cuda_graph and device.type == "cuda"
+        preds = predict(task, model, examples, encoded[name], device, cfg.precision, graphed)
         if all(p["label"] is not None for p in preds):
             prefix = f"{name}_" if len(sets) > 1 else ""
             scores.update({prefix + k: v for k, v in task.score(preds).items()})
@@ -343,6 +384,7 @@ def finetune(
         model_cfg, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout
     )
     device = resolve_device(cfg.device)
+    check_graphable(cfg, device)
     if device.type == "cpu":
         keep_freed_memory()
 
@@ -384,7 +426,7 @@ def finetune(
             assert not unexpected and all(not k.startswith("electra.") for k in missing)
         model.to(device)
         losses = train_model(task, model, train_data, cfg, device, seed)
-        scores, predictions = evaluate_sets(task, model, dev, dev_data, device, cfg.precision)
+        scores, predictions = evaluate_sets(task, model, dev, dev_data, device, cfg)
         save_finetuned(model.cpu(), task, tokenizer, cfg, seed_dir, source)
         write_jsonl(seed_dir / "predictions.jsonl", predictions)
         result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
@@ -437,7 +479,7 @@ def evaluate(
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
     }
     scores, predictions = evaluate_sets(
-        task, model.to(torch_device), sets, encoded, torch_device, cfg.precision
+        task, model.to(torch_device), sets, encoded, torch_device, cfg
     )
     out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")

@@ -1,5 +1,5 @@
-"""The whole training step as one CUDA graph (`train.cuda_graph`): forward, backward, clipping
-and the optimizer captured once and replayed at every step.
+"""CUDA graphs: the whole training step (`train.cuda_graph`, `finetune --cuda-graph`), and
+fine-tuning's prediction, captured once per input shape and replayed.
 
 A small model on a GPU is bound by kernel launches, not arithmetic: ELECTRA-Small's step is
 hundreds of short kernels over two thin networks, and the host cannot issue them as fast as the
@@ -8,12 +8,14 @@ the forward and the backward but leaves the optimizer and clipping to the host; 
 those too, so a step costs the host one launch and a few copies.
 
 What makes the step capturable, and what this relies on: no host sync in it
-(`tests/test_host_syncs.py` counts them for every objective); static shapes (pretraining batches
-always are, and the masked slots are a fixed count); a fused Adam(W) whose LR is a device tensor
-and whose step count does not change on the host (`electra.optim.make_capturable`,
-`AdamWNoBiasCorrection`); and a step that skips a non-finite update on the device. The random
-draws (masking, sampling, dropout) come from the graph-safe CUDA generator: a replay after
-`torch.manual_seed(s)` draws what an eager step after the same seed draws.
+(`tests/test_host_syncs.py` counts them for every objective and fine-tuning task); static shapes
+(pretraining batches always are, and the masked slots are a fixed count; fine-tuning pads its
+batches to a few widths, `electra.finetune.trim`, and one graph is captured per shape); a fused
+Adam(W) whose LR is a device tensor and whose step count does not change on the host
+(`electra.optim.make_capturable`, `AdamWNoBiasCorrection`); and a step that skips a non-finite
+update on the device. The random draws (masking, sampling, dropout) come from the graph-safe CUDA
+generator: a replay after `torch.manual_seed(s)` draws what an eager step after the same seed
+draws.
 
 Conditions, checked by `check_graphable` before a run writes anything: a CUDA device, one
 process, one micro-batch per step (its seed is set before the replay), and a torch.compile mode
@@ -24,115 +26,168 @@ changes.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import torch
 
-from electra.config import TrainConfig
+from electra.config import FinetuneConfig, TrainConfig
 from electra.distributed import World
 from electra.errors import ElectraError
 from electra.objectives import StepOutput
 from electra.optim import make_capturable
-from electra.step import Window, apply_update, forward_backward, train_step
+from electra.step import Window, apply_update, forward_backward
 
-# Eager steps before a capture, run as the capture will run the step: the first compiles (under
-# --compile) the forward and the backward; the rest let lazily created state (optimizer moments,
-# library workspaces) settle.
+# Eager calls at each input shape before its capture, run as the capture will run them: the
+# first compiles (under --compile) the forward and the backward; the rest let lazily created
+# state (optimizer moments, library workspaces) settle.
 WARMUP_STEPS = 3
 
+Batch = dict[str, torch.Tensor]
 
-def check_graphable(cfg: TrainConfig, device: torch.device, world: World) -> None:
-    """Refuses a `train.cuda_graph` run that cannot be captured, with one line naming the field."""
+
+def check_graphable(
+    cfg: TrainConfig | FinetuneConfig, device: torch.device, world: World | None = None
+) -> None:
+    """Refuses a `cuda_graph` run that cannot be captured, with one line naming the field."""
     if not cfg.cuda_graph:
         return
+    field = "train.cuda_graph" if isinstance(cfg, TrainConfig) else "cuda_graph"
     if device.type != "cuda":
         raise ElectraError(
-            f"train.cuda_graph captures the step on a CUDA GPU, but this run is on {device}: "
-            "turn train.cuda_graph off"
+            f"{field} captures the step on a CUDA GPU, but this run is on {device}: "
+            f"turn {field} off"
         )
-    if world.distributed:
+    if world is not None and world.distributed:
         raise ElectraError(
-            "train.cuda_graph runs in one process: turn it off under torchrun "
+            f"{field} runs in one process: turn it off under torchrun "
             f"({world.world_size} processes)"
         )
 
 
+class ShapeGraphs:
+    """`fn(batch)` run eagerly for its first `warmup` calls at each input shape (on a side
+    stream, as a capture runs), then captured as a CUDA graph of that shape and replayed: the
+    host copies the batch into the graph's input buffers and issues one launch. A replay returns
+    the graph's own output tensors, which the next replay of that shape overwrites. On another
+    device every call runs `fn` as it is (so what feeds it static shapes is tested on CPU).
+
+    All graphs share one memory pool, so that a few shapes cost little more memory than one.
+    That is safe because they never run at once and what one graph leaves for the host (its
+    outputs) stays allocated while the others are captured. `before_eager` runs before every
+    eager call and capture (the training step drops the gradient buffers a replay left in
+    `.grad`, which an eager backward would add to)."""
+
+    def __init__(
+        self,
+        fn: Callable[[Batch], Any],
+        device: torch.device,
+        warmup: int = WARMUP_STEPS,
+        before_eager: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.fn, self.warmup, self.before_eager = fn, warmup, before_eager
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets every graph (their memory goes back to the allocator)."""
+        self.graphs: dict[Hashable, tuple[torch.cuda.CUDAGraph, Batch, Any]] = {}
+        self.calls: collections.Counter[Hashable] = collections.Counter()  # by input shape
+        self.pool = None
+
+    def __call__(self, batch: Batch, seed: int | None = None) -> Any:
+        """`fn(batch)` or its replay, after `torch.manual_seed(seed)` where a seed is given."""
+        shape = tuple((name, t.shape, t.dtype) for name, t in batch.items())
+        self.calls[shape] += 1
+        if self.stream is None:
+            _seed(seed)
+            return self.fn(batch)
+        if shape not in self.graphs:
+            self.before_eager()
+            # Each way round, so that memory freed on one stream is not reused on the other
+            # while a kernel there may still read it.
+            self.stream.wait_stream(torch.cuda.current_stream())
+            try:
+                with torch.cuda.stream(self.stream):
+                    if self.calls[shape] <= self.warmup:
+                        _seed(seed)
+                        return self.fn(batch)
+                    self.graphs[shape] = self._capture(batch)
+            finally:
+                torch.cuda.current_stream().wait_stream(self.stream)
+        graph, inputs, outputs = self.graphs[shape]
+        for name, buffer in inputs.items():
+            buffer.copy_(batch[name], non_blocking=True)
+        _seed(seed)
+        graph.replay()
+        return outputs
+
+    def _capture(self, batch: Batch) -> tuple[torch.cuda.CUDAGraph, Batch, Any]:
+        inputs = {name: t.clone() for name, t in batch.items()}
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
+            outputs = self.fn(inputs)
+        self.pool = graph.pool()
+        return graph, inputs, outputs
+
+
+def _seed(seed: int | None) -> None:
+    if seed is not None:
+        torch.manual_seed(seed)
+
+
 class GraphedTrainStep:
-    """`train_step` with the same arguments, run eagerly `WARMUP_STEPS` times and then captured
-    and replayed. Each replay copies the batch into the captured input buffers, seeds the RNG and
-    adds the captured outputs to the window."""
+    """`electra.step.train_step` with the same arguments, each input shape's step run eagerly
+    `WARMUP_STEPS` times and then captured and replayed (`ShapeGraphs`): forward, backward,
+    clipping and the optimizer. Each replay copies the batch into the captured input buffers,
+    seeds the RNG and adds the captured outputs to the window. `cfg` gives the precision and
+    the clipping norm (a pretraining or a fine-tuning config)."""
 
     def __init__(
         self,
         step_fn: Callable[..., StepOutput],
         optimizer: torch.optim.Optimizer,
         params: list[torch.nn.Parameter],
-        cfg: TrainConfig,
+        cfg: TrainConfig | FinetuneConfig,
         device: torch.device,
         graph_key: Callable[[], Hashable] = lambda: None,
     ) -> None:
+        if device.type != "cuda":
+            raise ValueError(f"a captured step runs on a CUDA GPU, not on {device}")
         make_capturable(optimizer, device)
         self.step_fn, self.optimizer, self.params, self.cfg = step_fn, optimizer, params, cfg
         self.graph_key = graph_key
-        self.stream = torch.cuda.Stream(device)  # warm-up and capture run on a side stream
-        self.graph: torch.cuda.CUDAGraph | None = None
         self.key: Hashable = graph_key()
-        self.warm = 0
+        # A backward adds to `.grad`; the capture must allocate the gradients in its own memory,
+        # at addresses every replay writes again, and an eager step must not add to a replay's.
+        self.graphs = ShapeGraphs(
+            self._update, device, before_eager=lambda: optimizer.zero_grad(set_to_none=True)
+        )
+
+    def _update(self, batch: Batch) -> tuple[list[StepOutput], torch.Tensor, torch.Tensor]:
+        # Autocast's cache stays off, eager as captured: torch.compile guards on that setting,
+        # and a recompilation inside a capture fails.
+        outs, bad = forward_backward(self.step_fn, [batch], self.cfg.precision, cache_casts=False)
+        grad_norm, skipped = apply_update(self.optimizer, self.params, self.cfg.clip_norm, bad)
+        return outs, grad_norm, skipped
+
+    @property
+    def captured(self) -> int:
+        """How many shapes' steps are captured."""
+        return len(self.graphs.graphs)
 
     def __call__(
-        self,
-        micro_batches: list[dict[str, torch.Tensor]],
-        window: Window,
-        seeds: list[int] | None = None,
+        self, micro_batches: list[Batch], window: Window, seeds: list[int] | None = None
     ) -> torch.Tensor:
         if len(micro_batches) != 1:
             raise ValueError("a captured step takes one micro-batch")
         key = self.graph_key()
         if key != self.key:  # the objective changed what its step computes: capture it anew
-            self.key, self.graph, self.warm = key, None, 0
-            self.optimizer.zero_grad(set_to_none=True)  # drop the old graph's gradient buffers
-        if self.graph is None and self.warm < WARMUP_STEPS:
-            self.warm += 1
-            self.stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self.stream):
-                # As the capture will run it: torch.compile guards on autocast's cache setting,
-                # and a recompilation inside a capture fails.
-                skipped = train_step(
-                    self.step_fn,
-                    self.optimizer,
-                    self.params,
-                    micro_batches,
-                    self.cfg,
-                    window,
-                    seeds,
-                    cache_casts=False,
-                )
-            torch.cuda.current_stream().wait_stream(self.stream)
-            return skipped
-        if self.graph is None:
-            self._capture(micro_batches[0])
-        for name, buffer in self.inputs.items():
-            buffer.copy_(micro_batches[0][name], non_blocking=True)
-        if seeds is not None:
-            torch.manual_seed(seeds[0])
-        self.graph.replay()
-        for out in self.outs:
+            self.key = key
+            self.graphs.reset()
+        outs, grad_norm, skipped = self.graphs(micro_batches[0], seeds[0] if seeds else None)
+        for out in outs:
             window.add(out)
-        window.end_step(self.grad_norm, self.skipped)
-        return self.skipped
-
-    def _capture(self, batch: dict[str, torch.Tensor]) -> None:
-        """Records one step over input buffers shaped like `batch`. The gradients are set to
-        None first, so that the captured backward allocates them in the graph's memory, at
-        addresses every replay writes again (nothing accumulates across replays)."""
-        self.inputs = {name: t.clone() for name, t in batch.items()}
-        self.optimizer.zero_grad(set_to_none=True)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=self.stream):
-            self.outs, bad = forward_backward(
-                self.step_fn, [self.inputs], self.cfg.precision, cache_casts=False
-            )
-            self.grad_norm, self.skipped = apply_update(
-                self.optimizer, self.params, self.cfg.clip_norm, bad
-            )
-        self.graph = graph
+        window.end_step(grad_norm, skipped)
+        return skipped

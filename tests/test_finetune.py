@@ -11,9 +11,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from electra import finetune
 from electra.config import FinetuneConfig, resolve_recipe
 from electra.errors import ElectraError
 from electra.finetune import finetune_config, layerwise_groups, predict, trim
+from electra.graphs import ShapeGraphs
 from electra.optim import build_optimizer, set_learning_rate
 from electra.tasks import get_task
 from electra.tasks.base import pack
@@ -259,13 +261,23 @@ def test_trim_drops_unused_padding_columns():
     batch["attention_mask"][1, :11] = 1
     out = trim(batch)
     assert out["input_ids"].shape == (2, 16) and out["labels"].shape == (2,)
+    # static: a power of two from 32, at most the whole width (few shapes for captured steps)
+    widths = {}
+    for used in (1, 11, 32, 33, 64):
+        batch["attention_mask"][1] = torch.arange(64) < used
+        widths[used] = trim(batch, static=True)["input_ids"].shape[1]
+    assert widths == {1: 32, 11: 32, 32: 32, 33: 64, 64: 64}
+    narrow = {k: v[:, :48] if v.dim() > 1 else v for k, v in batch.items()}
+    assert trim(narrow, static=True)["input_ids"].shape[1] == 48
 
 
 def _row(data, i):
     return {k: v[i : i + 1] for k, v in data.tensors.items()}
 
 
-def test_prediction_batches_by_length_and_keeps_the_examples_order(tmp_path, task_tokenizer):
+def test_prediction_batches_by_length_and_keeps_the_examples_order(
+    tmp_path, task_tokenizer, monkeypatch
+):
     """Rows are batched longest first; each prediction must still be its own example's."""
     task = get_task("stsb")
     header = ["index", "g", "f", "y", "o", "s1", "s2", "sentence1", "sentence2", "score"]
@@ -289,6 +301,16 @@ def test_prediction_batches_by_length_and_keeps_the_examples_order(tmp_path, tas
         alone = torch.cat([task.infer(model, trim(_row(data, i)))["logits"] for i in range(13)])
     assert torch.cdist(alone, alone).add(torch.eye(13)).min() > 1e-3  # a swap would show
     torch.testing.assert_close(seen["logits"], alone, atol=1e-5, rtol=1e-5)
+
+    # cuda_graph: static shapes (on the CPU nothing is captured), the same predictions
+    runs = []
+    monkeypatch.setattr(
+        finetune, "ShapeGraphs", lambda *a, **k: runs.append(ShapeGraphs(*a, **k)) or runs[-1]
+    )
+    predict(task, model, examples, data, torch.device("cpu"), "fp32", cuda_graph=True)
+    torch.testing.assert_close(seen["logits"], alone, atol=1e-5, rtol=1e-5)
+    shapes = {dict((k, tuple(s)) for k, s, _ in shape)["input_ids"] for shape in runs[0].calls}
+    assert shapes == {(4, 32)}, shapes  # 13 rows in batches of 4, the last filled up
 
 
 # --- end to end through the command line ----------------------------------------------------------
@@ -636,3 +658,15 @@ def test_bad_task_files_get_one_line_errors_naming_file_and_line(tmp_path, capsy
     code, _, err = finetune("ner", conll)
     assert_one_line_error(code, err, "train.txt, line 2", "unknown tag 'B-PERSON'")
     assert not any(p.name.startswith("out") for p in tmp_path.iterdir())  # nothing half-written
+
+
+def test_cuda_graph_off_a_gpu_is_refused_before_anything_is_written(
+    tmp_path, capsys, tiny_pretrained
+):
+    out = tmp_path / "ft"
+    data = sst_dir(tmp_path / "sst")
+    code, _, err = finetune_cli(
+        capsys, tiny_pretrained, "sst2", data, out, "--cuda-graph", "--device", "cpu", *FAST
+    )
+    assert_one_line_error(code, err, "cuda_graph captures the step on a CUDA GPU", "on cpu")
+    assert not out.exists() and not (tmp_path / ".ft.tmp").exists()

@@ -1,5 +1,6 @@
-"""The whole-step CUDA graph (`train.cuda_graph`, electra.graphs): refused where it cannot run,
-and on a GPU, replays that train exactly as eager steps do, through every objective's schedule."""
+"""The whole-step CUDA graph (`train.cuda_graph`, `finetune --cuda-graph`, electra.graphs):
+refused where it cannot run, and on a GPU, replays that train exactly as eager steps do, through
+every objective's schedule and over fine-tuning's batch shapes, and predict as eager calls do."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import functools
 import pytest
 import torch
 
-from electra.config import ObjectiveConfig, TrainConfig
+from electra import finetune
+from electra.config import FinetuneConfig, ObjectiveConfig, TrainConfig
 from electra.distributed import World
 from electra.errors import ElectraError
 from electra.graphs import GraphedTrainStep, check_graphable
 from electra.objectives import OBJECTIVES, build_objective
 from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
 from electra.step import Window, train_step
+from electra.tasks import get_task
+from electra.tasks.base import Encoded
 from electra.tokenizer import SpecialIds
 
 from .conftest import tiny_model_config
@@ -99,7 +103,7 @@ def _train(name: str, graphed: bool, steps: int, precision: str, compile: bool =
         objective.begin_step(step)
         run([batch], window=window, seeds=[1000 + step])
     if graphed:
-        assert run.graph is not None  # the last steps were replays
+        assert run.captured == 1  # the last steps were replays
     weights = {k: v.detach().float().cpu() for k, v in objective.state_dict().items()}
     return weights, window.summary()
 
@@ -126,3 +130,97 @@ def test_replays_in_bf16_and_compiled(compile):
     graphed, _ = _train("electra", graphed=True, steps=8, precision="bf16", compile=compile)
     for key, value in eager.items():
         assert torch.allclose(graphed[key], value, rtol=1e-3, atol=1e-4), key
+
+
+# --- fine-tuning ------------------------------------------------------------------------------
+
+
+def _glue(n: int, t: int = 64, same: bool = False) -> Encoded:
+    """n SST-2-style rows, one in eight of 4 to t tokens, the others of 4 to 31 (all the first
+    row's with `same`), labels 0 or 1."""
+    g = torch.Generator().manual_seed(3)
+    lengths = torch.randint(4, t + 1, (n,), generator=g)
+    lengths = torch.where(torch.arange(n) % 8 == 0, lengths, 4 + lengths % 28)
+    mask = (torch.arange(t)[None, :] < lengths[:, None]).long()
+    ids = torch.randint(5, 100, (n, t), generator=g) * mask
+    ids[:, 0] = 2
+    tensors = {
+        "input_ids": ids,
+        "token_type_ids": torch.zeros_like(ids),
+        "attention_mask": mask,
+        "labels": torch.randint(0, 2, (n,), generator=g),
+    }
+    if same:
+        tensors = {k: v[:1].expand(n, *v.shape[1:]).clone() for k, v in tensors.items()}
+    return Encoded(tensors)
+
+
+def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
+    """`finetune.train_model` on a tiny SST-2 classifier with static batch shapes, the step
+    captured or (`graphed=False`) run eagerly; returns the weights, the epoch losses and the
+    captured steps."""
+    captured = []
+
+    def step(step_fn, optimizer, params, cfg, device):
+        if not graphed:
+            return functools.partial(train_step, step_fn, optimizer, params, cfg=cfg)
+        captured.append(GraphedTrainStep(step_fn, optimizer, params, cfg, device))
+        return captured[-1]
+
+    monkeypatch.setattr(finetune, "GraphedTrainStep", step)
+    dropout = recipe.pop("dropout", 0.0)
+    model_cfg = tiny_model_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    cfg = FinetuneConfig(
+        **{"lr": 1e-3, "layerwise_lr_decay": 0.8, "batch_size": 8, "epochs": 3, **recipe},
+        max_seq_len=64,
+        cuda_graph=True,
+        progress=False,
+    )
+    task = get_task("sst2")
+    torch.manual_seed(0)
+    model = task.build_model(model_cfg).cuda()
+    losses = finetune.train_model(task, model, data, cfg, torch.device("cuda"), seed=0)
+    weights = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    return weights, losses, captured
+
+
+@needs_cuda
+@pytest.mark.parametrize("precision, compile", [("fp32", False), ("bf16", False), ("bf16", True)])
+def test_captured_fine_tuning_trains_as_eager_steps_do(monkeypatch, precision, compile):
+    """100 rows in batches of 8 for 3 epochs: full batches of two widths (19 of 64, 17 of 32),
+    each captured after 3 eager steps and replayed, and a last batch of 4 per epoch run eagerly
+    between the replays (it must not add to the gradients a replay left behind)."""
+    data = _glue(100)
+    recipe = {"precision": precision, "compile": compile}
+    eager, eager_losses, _ = _finetune(monkeypatch, False, data, **recipe)
+    graphed, graphed_losses, captured = _finetune(monkeypatch, True, data, **recipe)
+    assert captured[0].captured == 2
+    tol = {"rtol": 1e-4, "atol": 1e-5} if precision == "fp32" else {"rtol": 1e-3, "atol": 1e-4}
+    for key, value in eager.items():
+        assert torch.allclose(graphed[key], value, **tol), key
+    assert graphed_losses == pytest.approx(eager_losses, rel=tol["rtol"])
+
+
+@needs_cuda
+def test_replays_draw_new_dropout_masks(monkeypatch):
+    """At LR 0 over 8 copies of one row, every epoch's loss differs only by its dropout masks:
+    the replays (from epoch 5) must not repeat one."""
+    _, losses, captured = _finetune(
+        monkeypatch, True, _glue(8, same=True), lr=0.0, dropout=0.3, epochs=10
+    )
+    assert captured[0].captured == 1
+    assert len(set(losses[4:])) == len(losses[4:]), losses
+
+
+@needs_cuda
+def test_captured_prediction_matches_eager(monkeypatch):
+    task = get_task("sst2")
+    torch.manual_seed(0)
+    model = task.build_model(tiny_model_config(initializer_range=0.5)).cuda()
+    data = _glue(70)
+    task.eval_batch_size = 16  # 4 full batches and a last one of 6, over widths 32 and 64
+    outputs = []
+    monkeypatch.setattr(task, "decode", lambda examples, data, out: outputs.append(out) or [])
+    for graphed in (False, True):
+        finetune.predict(task, model, [], data, torch.device("cuda"), "fp32", graphed)
+    torch.testing.assert_close(outputs[1]["logits"], outputs[0]["logits"], rtol=1e-5, atol=1e-5)

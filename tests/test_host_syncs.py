@@ -1,4 +1,5 @@
-"""The training step never reads a value back to the host, checked without a GPU.
+"""The training step (pretraining's, every fine-tuning task's) and fine-tuning's prediction never
+read a value back to the host, checked without a GPU.
 
 On a GPU a host read (`.item()`, `.cpu()`, a boolean mask index, `nonzero`, `if tensor:`) stalls
 Python until the device catches up, and it breaks CUDA-graph capture. `HostReads` counts every op
@@ -10,6 +11,7 @@ bits drawn on the host) are switched off, so the step takes the path it takes on
 from __future__ import annotations
 
 import collections
+import functools
 import traceback
 
 import pytest
@@ -17,11 +19,16 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from electra import ops
-from electra.config import ObjectiveConfig, TrainConfig
+from electra.config import FinetuneConfig, ObjectiveConfig, TrainConfig
+from electra.finetune import layerwise_groups, task_step, trim
 from electra.objectives import OBJECTIVES, build_objective
 from electra.optim import build_optimizer, param_groups
+from electra.packing import pack_batch
 from electra.step import Window, train_step
+from electra.tasks import get_task
+from electra.tasks.ner import IGNORE
 
+from .conftest import tiny_model_config
 from .test_objective import _batch
 
 aten = torch.ops.aten
@@ -110,3 +117,55 @@ def test_training_step_reads_nothing_back(name, tiny_model, special, monkeypatch
             train_step(objective, optimizer, params, [batch, batch], train, window)
         assert not probe.reads, f"step {step}: {dict(probe.reads)}"
     assert window.steps == 3 and torch.isfinite(window.sums["loss"])
+
+
+def _task_batch(name: str, special, b: int = 8, t: int = 40) -> dict[str, torch.Tensor]:
+    """A padded batch of task `name`'s training tensors, rows of varied lengths."""
+    ids, types, attention = _batch(special, b=b, t=t)
+    attention[1::2, t // 2 :] = 0  # half the rows shorter
+    batch = {"input_ids": ids * attention, "token_type_ids": types, "attention_mask": attention}
+    g = torch.Generator().manual_seed(1)
+    if name == "conll2003":
+        labels = torch.randint(0, 9, (b, t), generator=g)
+        batch["labels"] = labels.masked_fill(attention == 0, IGNORE)
+    elif name == "squad2":
+        batch["start_positions"] = torch.randint(0, t // 2, (b,), generator=g)
+        batch["end_positions"] = batch["start_positions"] + 1
+        batch["is_impossible"] = torch.randint(0, 2, (b,), generator=g).float()
+    elif name == "stsb":
+        batch["labels"] = torch.rand(b, generator=g)
+    else:
+        batch["labels"] = torch.randint(0, 2, (b,), generator=g)
+    return batch
+
+
+@pytest.mark.parametrize("name", ["sst2", "stsb", "conll2003", "squad2"])
+@pytest.mark.parametrize("shape", ["padded", "packed"])
+def test_fine_tuning_reads_nothing_back(name, shape, special, monkeypatch, gpu_path):
+    """Fine-tuning's step (through pretraining's `train_step`) and its prediction, on the batches
+    it gives them: trimmed to a static width, or packed (GLUE's default)."""
+    task = get_task(name)
+    if shape == "packed" and not task.packable:
+        pytest.skip(f"{name} does not pack")
+    torch.manual_seed(0)
+    model = task.build_model(tiny_model_config())
+    cfg = FinetuneConfig(layerwise_lr_decay=0.8, lr=1e-3)
+    optimizer = build_optimizer(layerwise_groups(model, cfg), cfg, torch.device("cpu"))
+    params = list(model.parameters())
+    batch = _task_batch(name, special)
+    batch = pack_batch(batch) if shape == "packed" else trim(batch, static=True)
+    step_fn = functools.partial(task_step, task, model, cfg.loss_reduction)
+    window = Window()
+    model.train()
+    for step in range(2):
+        with HostReads(monkeypatch) as probe:
+            train_step(step_fn, optimizer, params, [batch], cfg, window)
+        assert not probe.reads, f"step {step}: {dict(probe.reads)}"
+    assert window.steps == 2 and torch.isfinite(window.sums["example_loss"])
+    if shape == "packed":  # prediction batches are padded
+        return
+    model.eval()
+    inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+    with torch.no_grad(), HostReads(monkeypatch) as probe:
+        task.infer(model, inputs)
+    assert not probe.reads, dict(probe.reads)
