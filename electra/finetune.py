@@ -141,6 +141,7 @@ def train_model(
         skipped += int(window.skipped)
         bar.set_postfix(loss=f"{epoch_losses[-1]:.4g}")
     bar.close()
+    optimizer.zero_grad(set_to_none=True)  # a captured step leaves its gradient buffers in .grad
     if skipped:
         print(
             f"warning: {skipped} of {total} steps were skipped, their loss or gradient not finite",
@@ -165,10 +166,11 @@ def predict(
 ) -> list[dict]:
     """The task's predictions for `examples` (encoded as `data`). Batches hold rows of similar
     lengths (longest first, so that a too-large batch fails at once), each trimmed to its longest
-    row; the outputs stay on the device until the last batch (one sync) and go back to the
+    row; the outputs stay on the device until the last batch (read back once) and go back to the
     examples' order. With `cuda_graph` the batches take a few static shapes (`trim(static=True)`,
     the last filled up with repeated rows) and, on a GPU, each shape's forward is captured after
-    one eager call and replayed (`electra.graphs.ShapeGraphs`)."""
+    one eager call (each capture synchronizes the device) and replayed
+    (`electra.graphs.ShapeGraphs`)."""
     model.eval()
 
     def infer(batch: Batch) -> Batch:

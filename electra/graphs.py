@@ -69,15 +69,16 @@ def check_graphable(
 class ShapeGraphs:
     """`fn(batch)` run eagerly for its first `warmup` calls at each input shape (on a side
     stream, as a capture runs), then captured as a CUDA graph of that shape and replayed: the
-    host copies the batch into the graph's input buffers and issues one launch. A replay returns
-    the graph's own output tensors, which the next replay of that shape overwrites. On another
+    host copies the batch into the graph's input buffers and issues one launch. On another
     device every call runs `fn` as it is (so what feeds it static shapes is tested on CPU).
 
-    All graphs share one memory pool, so that a few shapes cost little more memory than one.
-    That is safe because they never run at once and what one graph leaves for the host (its
-    outputs) stays allocated while the others are captured. `before_eager` runs before every
-    eager call and capture (the training step drops the gradient buffers a replay left in
-    `.grad`, which an eager backward would add to)."""
+    A replay returns the graph's own output tensors, valid until the next call of any shape:
+    all graphs share one memory pool, so that a few shapes cost little more memory than one,
+    and a graph captured later may hold its outputs, or use as scratch, memory an earlier graph
+    writes. Callers use a replay's outputs at once (the window adds them, prediction clones
+    them), queued on the stream before the next replay. `before_eager` runs before every eager
+    call and capture (the training step drops the gradient buffers a replay left in `.grad`,
+    which an eager backward would add to)."""
 
     def __init__(
         self,

@@ -159,6 +159,9 @@ def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
     """`finetune.train_model` on a tiny SST-2 classifier with static batch shapes, the step
     captured or (`graphed=False`) run eagerly; returns the weights, the epoch losses and the
     captured steps."""
+    # torch.compile remembers across runs which sizes varied: both runs start from nothing, so
+    # that they compile the same graphs (static, then dynamic) at the same steps.
+    torch._dynamo.reset()
     captured = []
 
     def step(step_fn, optimizer, params, cfg, device):
