@@ -271,9 +271,9 @@ def evaluate_sets(
 ) -> tuple[dict[str, float], list[dict]]:
     """Predictions for every set, and their scores where gold labels are known."""
     scores, rows = {}, []
+    # A model fine-tuned with cuda_graph may be evaluated on the CPU: nothing to capture.
+    graphed = cfg.cuda_graph and device.type == "cuda"
     for name, examples in sets.items():
-        # A model fine-tuned with cuda_graph may be evaluated on the CPU: nothing to capture.
-        graphed = cfg.cuda_graph and device.type == "cuda"
         preds = predict(task, model, examples, encoded[name], device, cfg.precision, graphed)
         if all(p["label"] is not None for p in preds):
             prefix = f"{name}_" if len(sets) > 1 else ""
