@@ -19,8 +19,9 @@
 # ONLY="name ..." runs only the named commands of a stage: `speed` holds more than one call's
 # worth (about 800 s on an H100 before the base-autotune and captured fine-tuning runs were added),
 # so split it, e.g. ONLY="graphs-test finetune-sst2-graph finetune-sst2-graph-compiled", then
-# ONLY="trainer-base trainer-base-autotune careful-ro", then the rest. `tests` can run beside `speed` (it is CPU work but for
-# tests/test_graphs.py); `careful-ro` is then slowed by the CPU load, so keep them apart for it.
+# ONLY="trainer-base trainer-base-autotune careful-ro", then the rest. `tests` can run beside
+# `speed` (it is CPU work but for tests/test_graphs.py); `careful-ro` is then slowed by the CPU
+# load, so keep them apart for it.
 #
 # How the 2026-11-24 session carried its inputs (the device tool sends the repository only): the
 # prepared Wikipedia sample, glue/, conll2003/ and wikitext-2-raw/ in gpu-data/ (48 MB) and a
