@@ -18,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
@@ -174,9 +176,14 @@ def load_checkpoint(
     try:
         saved = load_file(str(path / "model.safetensors"))
         state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError) as e:
-        first = str(e).strip().splitlines()[0]
-        raise ElectraError(f"cannot load checkpoint {path}: {first}") from None
+    except (OSError, RuntimeError, EOFError, SafetensorError, pickle.UnpicklingError) as e:
+        # The checksums matched, so a file changed since, or this node sees other storage; torch's
+        # first sentence names the fault, its advice (weights_only=False) would not help.
+        first = (str(e).strip() or type(e).__name__).split(". ")[0].split("\n")[0]
+        raise ElectraError(
+            f"cannot load checkpoint {path} ({first}): move this checkpoint folder aside and "
+            "resume again, from the one before it"
+        ) from None
     names = _canonical_names(model)
     missing = sorted(n for n, c in names.items() if c not in saved)
     unexpected = sorted(set(saved) - set(names.values()))

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from electra.errors import ElectraError
+from electra.errors import ElectraError, Interrupted
 
 
 def _out_dir_guard(out: Path, overwrite: bool) -> None:
@@ -43,7 +43,20 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
-    print(f"tokenizer with {tok.get_vocab_size()} tokens -> {out}")
+    size = tok.get_vocab_size()
+    print(f"{_short_vocab_note(size, args)}tokenizer with {size} tokens -> {out}")
+
+
+def _short_vocab_note(size: int, args: argparse.Namespace) -> str:
+    # --vocab-size is a ceiling, not a target: a small corpus runs out of pairs to merge first.
+    if size >= args.vocab_size:
+        return ""
+    times = "time" if args.min_frequency == 1 else "times"
+    return (
+        f"note: the corpus gave {size} tokens, fewer than --vocab-size {args.vocab_size} "
+        f"(WordPiece stops when no pair of pieces occurs --min-frequency {args.min_frequency} "
+        f"{times}); "
+    )
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
@@ -57,10 +70,15 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         seed=args.seed,
         workers=args.workers,
         overwrite=args.overwrite,
+        packing=args.packing,
     )
+    text = s["text_tokens"]
+    kept = text["kept"] / max(text["read"], 1)
     print(
         f"{s['examples']} examples, {s['tokens']} tokens in {s['shards']} shards from "
-        f"{s['documents']} documents (seq len {args.seq_len}) -> {args.out}"
+        f"{s['documents']} documents (seq len {args.seq_len}) -> {args.out}\n"
+        f"corpus tokens: {text['read']} read, {text['kept']} kept ({kept:.1%}), "
+        f"{text['dropped']} dropped"
     )
 
 
@@ -114,7 +132,41 @@ def resolve_run_config(args: argparse.Namespace, extra: list[str]):
     }
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     overrides.update(parse_overrides(extra))
-    return apply_overrides(cfg, overrides, source="command line")
+    cfg = apply_overrides(cfg, overrides, source="command line")
+    if args.resume:
+        return cfg  # the run's saved config holds what was filled in when it started
+    return _fill_unset(cfg, given={*file_values, *overrides})
+
+
+def _fill_unset(cfg, given: set[str]):
+    """Settings the user did not set (`given`: the section.field keys they did) that follow from
+    others, each change named on stderr: the data's sequence length, the objective's needs."""
+    from electra.objectives import fill_objective_settings
+
+    cfg = _seq_len_from_data(cfg, given)
+    cfg, note = fill_objective_settings(cfg, given)
+    if note:
+        print(note, file=sys.stderr)
+    return cfg
+
+
+def _seq_len_from_data(cfg, given: set[str]):
+    # A preset's seq_len is only a default: the data folder was prepared at one length.
+    if "data.seq_len" in given or not cfg.data.path:
+        return cfg
+    from dataclasses import replace
+
+    from electra.data import PretrainingData
+
+    seq_len = PretrainingData(cfg.data.path).seq_len
+    if seq_len == cfg.data.seq_len:
+        return cfg
+    print(
+        f"using seq len {seq_len} from the data folder {cfg.data.path} "
+        f"(the {cfg.preset} preset's is {cfg.data.seq_len})",
+        file=sys.stderr,
+    )
+    return replace(cfg, data=replace(cfg.data, seq_len=seq_len))
 
 
 def cmd_pretrain(args: argparse.Namespace, extra: list[str]) -> None:
@@ -257,7 +309,7 @@ def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
-    from electra.finetune import finetune
+    from electra.finetune import finetune, summary_lines
 
     results = finetune(
         args.model,
@@ -268,20 +320,17 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         resume=args.resume,
     )
-    spread = results["spread"]
-    n = len(results["seeds"])
-    for name, value in results["metrics"].items():
-        extra = f" (min {spread[name]['min']:.2f}, max {spread[name]['max']:.2f} over {n} seeds)"
-        print(f"{results['task']} dev {name}: {value:.2f}{extra if n > 1 else ''}")
+    for line in summary_lines(results, "dev"):
+        print(line)
     print(f"results and models -> {args.out}")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from electra.finetune import evaluate
+    from electra.finetune import evaluate, summary_lines
 
     results = evaluate(args.model, args.data, args.split, args.out, args.task, args.device)
-    for name, value in results["metrics"].items():
-        print(f"{results['task']} {args.split} {name}: {value:.2f}")
+    for line in summary_lines(results, args.split):
+        print(line)
     for name in results["submission_files"]:
         print(f"submission file: {Path(results['out']) / name}")
     print(f"predictions -> {Path(results['out']) / 'predictions.jsonl'}")
@@ -338,6 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", required=True)
     pr.add_argument("--seed", type=int, default=12345)
     pr.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    pr.add_argument(
+        "--packing",
+        choices=["carry", "official"],
+        default="carry",
+        help="carry (default): a line's overflow opens the next example, nothing is dropped; "
+        "official: Google's builder bit for bit, which discards each example's overflow",
+    )
     pr.add_argument("--overwrite", action="store_true")
     pr.set_defaults(func=cmd_prepare)
 
@@ -476,19 +532,35 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", default="electra-demo")
     dm.add_argument("--steps", type=int, help="pretraining steps (default: the tiny preset's)")
     dm.set_defaults(func=cmd_demo)
+
+    for name in ("pretrain", "experiment", "detect", "score-text", "finetune", "evaluate", "demo"):
+        sub.choices[name].add_argument(
+            "--threads",
+            help="CPU threads for torch (default auto: one per core; idle threads wait briefly, "
+            "then sleep, so a machine shared with other jobs degrades gracefully)",
+        )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    from electra.cpu_threads import default_wait
+
+    default_wait()  # before anything imports torch
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     try:
+        from electra.cpu_threads import apply_threads
+
+        apply_threads(getattr(args, "threads", None))
         if getattr(args, "takes_overrides", False):
             args.func(args, extra)
         else:
             if extra:
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
             args.func(args)
+    except Interrupted as e:
+        print(f"electra: {e}", file=sys.stderr)
+        return 130
     except ElectraError as e:
         print(f"electra: error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,10 @@
-"""`electra demo`: tokenizer -> prepare -> pretrain (tiny preset) -> detect -> plot, on CPU, in minutes.
+"""`electra demo`: tokenizer -> prepare -> pretrain (tiny preset) -> held-out detection -> plot,
+on CPU, in minutes.
 
 The corpus is the Python documentation that every CPython ships (`pydoc_data.topics`): English
-prose that needs no download and is not part of this repository.
+prose that needs no download and is not part of this repository. Every tenth topic is held out,
+so the discriminator is judged on text it never trained on. A demo stopped by Ctrl-C or SIGTERM
+keeps its checkpoint, and `electra demo` run again continues it.
 """
 
 from __future__ import annotations
@@ -10,82 +13,125 @@ import shutil
 import sys
 from pathlib import Path
 
-from electra.config import apply_overrides, preset
+from electra.checkpoint import latest_complete
+from electra.config import RunConfig, apply_overrides, preset
 from electra.data import prepare
-from electra.detect import detect, format_table
-from electra.errors import ElectraError
+from electra.errors import ElectraError, Interrupted
+from electra.heldout import corrupt_and_score, showcase, summary
 from electra.plot import plot_run
-from electra.tokenizer import save_tokenizer, train_tokenizer
+from electra.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from electra.tracking import read_metrics
 from electra.train import pretrain
 
 MARKER = ".electra-demo"
-SENTENCES = (
-    "the for statement is used to iterate over the elements of a sequence .",
-    "the for statement is used to iterate over the elements of a class .",
-)
+HELD_OUT_EVERY = 10  # every tenth documentation topic is held out of training
+VOCAB_SIZE = 8192
 
 
-def write_builtin_corpus(path: Path) -> int:
-    """One document per documentation topic, one line per paragraph line, blank lines between."""
+def say(msg: str) -> None:
+    print(f"\n== {msg}", file=sys.stderr)
+
+
+def write_builtin_corpus(train: Path, held_out: Path) -> tuple[int, int]:
+    """One document per documentation topic, one line per paragraph line, blank lines between;
+    returns the topics written to each file."""
     import pydoc_data.topics
 
     topics = pydoc_data.topics.topics
-    with path.open("w", encoding="utf-8") as f:
-        for name in sorted(topics):
-            lines = [line.strip() for line in topics[name].splitlines()]
-            f.write("\n".join(line for line in lines if line) + "\n\n")
-    return len(topics)
+    names = sorted(topics)
+    files = {train: [n for i, n in enumerate(names) if i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1]}
+    files[held_out] = [n for n in names if n not in set(files[train])]
+    for path, chosen in files.items():
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            for name in chosen:
+                lines = [line.strip() for line in topics[name].splitlines()]
+                f.write("\n".join(line for line in lines if line) + "\n\n")
+        tmp.replace(path)
+    return len(files[train]), len(files[held_out])
+
+
+def _open_folder(out: Path) -> bool:
+    """Makes `out` ready; True when it holds an interrupted demo to continue."""
+    run = out / "run"
+    if out.exists():
+        if not (out / MARKER).exists():
+            raise ElectraError(f"{out} exists and is not a demo folder: pass another --out")
+        if not (run / "discriminator").is_dir() and latest_complete(run) is not None:
+            return True
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).touch()
+    return False
+
+
+def _build_data(out: Path) -> None:
+    """Corpus, tokenizer and the two data folders; a stage already complete is kept."""
+    corpus, held_out = out / "corpus" / "python-docs.txt", out / "corpus" / "held-out.txt"
+    if not held_out.is_file():
+        corpus.parent.mkdir(exist_ok=True)
+        n_train, n_held = write_builtin_corpus(corpus, held_out)
+        say(
+            f"corpus: {n_train} Python documentation topics for training "
+            f"({corpus.stat().st_size / 1e6:.1f} MB), {n_held} held out -> {corpus.parent}"
+        )
+    if not (out / "tokenizer" / "tokenizer.json").is_file():
+        tokenizer = train_tokenizer([corpus], vocab_size=VOCAB_SIZE, lowercase=True)
+        save_tokenizer(tokenizer, out / "tokenizer", lowercase=True)
+        built = tokenizer.get_vocab_size()
+        fewer = f" (asked for {VOCAB_SIZE}: the corpus gave fewer)" if built < VOCAB_SIZE else ""
+        say(f"electra tokenizer train: WordPiece, {built} tokens{fewer}")
+    for source, folder in ((corpus, out / "data"), (held_out, out / "held-out-data")):
+        if not (folder / "meta.json").is_file():
+            s = prepare(
+                [str(source)], out / "tokenizer", seq_len=128, out_dir=folder, overwrite=True
+            )
+            text = s["text_tokens"]
+            say(
+                f"electra prepare {source.name} (seq len 128): {s['examples']} examples, "
+                f"{text['kept']} of {text['read']} text tokens kept"
+            )
 
 
 def run_demo(out_dir: str | Path, steps: int | None = None) -> Path:
     out = Path(out_dir)
-    if out.exists():
-        if not (out / MARKER).exists():
-            raise ElectraError(f"{out} exists and is not a demo folder: pass another --out")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / MARKER).touch()
-
-    def say(msg: str) -> None:
-        print(f"\n== {msg}", file=sys.stderr)
-
-    corpus = out / "corpus" / "python-docs.txt"
-    corpus.parent.mkdir()
-    n = write_builtin_corpus(corpus)
-    say(
-        f"corpus: {n} Python documentation topics ({corpus.stat().st_size / 1e6:.1f} MB) -> {corpus}"
-    )
-
-    say("electra tokenizer train (WordPiece, 8192 tokens)")
-    tokenizer = train_tokenizer([corpus], vocab_size=8192, lowercase=True)
-    save_tokenizer(tokenizer, out / "tokenizer", lowercase=True)
-
-    say("electra prepare (seq len 128)")
-    summary = prepare([str(corpus)], out / "tokenizer", seq_len=128, out_dir=out / "data")
-    print(f"{summary['examples']} examples, {summary['tokens']} tokens", file=sys.stderr)
-
+    run = out / "run"
+    resume = _open_folder(out)
+    if resume:
+        say(f"continuing the interrupted demo in {out}")
+        cfg = RunConfig.load(run / "config.json")
+    else:
+        _build_data(out)
+        overrides = {"data.path": str(out / "data"), "train.tensorboard": False}
+        if steps:
+            overrides["train.steps"] = steps
+        cfg = apply_overrides(preset("tiny"), overrides)
+        shutil.rmtree(run, ignore_errors=True)  # a run stopped before its first checkpoint
     say("electra pretrain --preset tiny")
-    cfg = preset("tiny")
-    overrides = {"data.path": str(out / "data"), "train.tensorboard": False}
-    if steps:
-        overrides["train.steps"] = steps
-    run = pretrain(apply_overrides(cfg, overrides), out / "run")
+    pretrain(cfg, run, resume=resume)
+    if not (run / "discriminator").is_dir():
+        raise Interrupted(f"the demo stopped: run `electra demo --out {out}` again to continue it")
+    _report(out, run)
+    return run
 
-    say("electra detect: the same sentence, original and with one word replaced")
-    for sentence, tokens in zip(SENTENCES, detect(run, list(SENTENCES)), strict=True):
-        print(f"\n{sentence}\n{format_table(tokens)}")
+
+def _report(out: Path, run: Path) -> None:
+    say("the discriminator on held-out text corrupted by its own generator")
+    detection = corrupt_and_score(run, out / "held-out-data")
+    print(summary(detection), file=sys.stderr)
+    print(
+        "\nthe first held-out passage with a replacement; 'flagged' marks the tokens in the "
+        f"top {detection.replaced_fraction:.1%} by p(replaced):\n"
+        f"{showcase(detection, load_tokenizer(run / 'tokenizer'))}"
+    )
     png = plot_run(run)
     rows = read_metrics(run)
-    aucs = [r["disc_auc"] for r in rows if r.get("disc_auc") is not None]
     say(
         f"learning curves: {png}\n"
-        f"generator MLM loss {rows[0]['mlm_loss']:.2f} -> {rows[-1]['mlm_loss']:.2f}; discriminator "
-        f"AUC {aucs[0]:.2f} -> {max(aucs):.2f} at best, {aucs[-1]:.2f} at the end.\n"
-        "The AUC climbs fast against a near-random generator, then dips as the generator learns\n"
-        "which words are plausible (its replacements get harder to spot): ELECTRA's usual\n"
-        "dynamic. A model this small, trained for minutes, mostly learns which tokens tend\n"
-        "to be replaced; spotting a wrong word from its context takes a larger model and longer.\n"
+        f"generator MLM loss {rows[0]['mlm_loss']:.2f} -> {rows[-1]['mlm_loss']:.2f} on its "
+        "training batches. A model this small, trained for minutes, mostly learns which words\n"
+        "tend to be replaced; spotting a wrong word from its context takes a larger model and "
+        "longer.\n"
+        f'try your own sentence: electra detect --model {run} "a sentence with one word replaced"\n'
         f"metrics: {run / 'metrics.jsonl'}\nmodels: {run}/discriminator, {run}/generator"
     )
-    return run

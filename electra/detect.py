@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
@@ -42,6 +43,7 @@ def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, floa
             "probabilities of replacement; score texts with `electra score-text`"
         )
     model, tokenizer = load_discriminator(model_path, "detect")
+    check_texts(tokenizer, texts, model.config.max_position_embeddings)
     results = []
     for text in texts:
         logits, tokens = token_logits(model, tokenizer, text)
@@ -50,6 +52,28 @@ def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, floa
             [{"token": t, "p_replaced": round(p, 4)} for t, p in zip(tokens, probs, strict=True)]
         )
     return results
+
+
+def check_texts(tokenizer, texts: list[str], limit: int) -> None:
+    """Refuses an empty text before anything is printed (its table would be blank), and warns of
+    a text the model cannot read whole (its table would end early)."""
+    warnings = []
+    for i, text in enumerate(texts, 1):
+        mask = tokenizer.encode(text).special_tokens_mask
+        pieces, kept = mask.count(0), mask[:limit].count(0)
+        if not text.strip():
+            raise ElectraError(f"text {i} is empty: pass non-empty texts")
+        if pieces == 0:
+            raise ElectraError(
+                f"text {i} ({text!r}) has no word pieces for this tokenizer: pass texts with words"
+            )
+        if kept < pieces:
+            warnings.append(
+                f"warning: text {i} was cut to its first {kept} of {pieces} word pieces: the "
+                f"model reads at most {limit} positions (max_position_embeddings)"
+            )
+    for line in warnings:
+        print(line, file=sys.stderr)
 
 
 def format_table(tokens: list[dict[str, float | str]]) -> str:

@@ -32,7 +32,7 @@ from electra.data import PretrainingData
 from electra.errors import ElectraError
 from electra.export import export_hf
 from electra.flops import official_train_flops
-from electra.objectives import OBJECTIVES, check_objective
+from electra.objectives import OBJECTIVES, check_objective, fill_objective_settings
 from electra.pretrained import ROLES, is_model_dir
 from electra.tasks.glue import GLUE
 from electra.tracking import read_metrics
@@ -86,17 +86,13 @@ class Plan:
 
 def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunConfig:
     """The arm's run config at `steps`, fitted to the data as the trainer fits it (so that its
-    FLOPs are the ones the run logs). Two-stage and adversarial arms that leave their switch
-    unset switch at half the steps (the paper's n + n) and at a tenth of them."""
+    FLOPs are the ones the run logs), with the settings its objective implies where the arm
+    leaves them unset, as `electra pretrain` fills them (a two_stage arm switches at half the
+    steps, an adversarial one warms up for a tenth)."""
     values = {**plan.pretrain_set, **arm.overrides, "data.path": plan.data, "train.steps": steps}
     cfg = apply_overrides(preset(plan.preset), values, source=f"arm {arm.label}")
     cfg = fit_config_to_data(cfg, data, keep_vocab=False)
-    o = cfg.objective
-    if o.name == "two_stage" and "objective.two_stage_steps" not in values:
-        cfg = replace(cfg, objective=replace(o, two_stage_steps=max(1, steps // 2)))
-    if o.name == "adversarial" and "objective.adversarial_mlm_steps" not in values:
-        cfg = replace(cfg, objective=replace(o, adversarial_mlm_steps=steps // 10))
-    return cfg
+    return fill_objective_settings(cfg, values)[0]
 
 
 def steps_for_budget(plan: Plan, arm: Arm, budget: float, data: PretrainingData) -> int:

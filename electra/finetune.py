@@ -229,7 +229,12 @@ def load_finetuned(
     path: str | Path,
 ) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
     path = finetuned_dir(path)
-    info = json.loads((path / FINETUNE_FILE).read_text())
+    try:
+        info = json.loads((path / FINETUNE_FILE).read_text())
+    except (OSError, ValueError) as e:
+        raise ElectraError(
+            f"cannot read {path / FINETUNE_FILE} ({e}): it may be truncated; fine-tune again"
+        ) from None
     cfg = finetune_config(info["config"], source=str(path / FINETUNE_FILE))
     task = get_task(info["task"], cfg).with_head_config(info.get("head", {}))
     _, model_cfg = read_model_config(path, HEADS)
@@ -337,9 +342,107 @@ def summarize(per_seed: list[dict]) -> tuple[dict[str, float], dict[str, dict[st
     return medians, spread
 
 
+# --- the trivial baseline -------------------------------------------------------------------------
+
+# Counts, and the thresholds SQuAD 2.0 tunes, are reported with the scores but are no bar to beat.
+_NOT_SCORES = ("total", "thresh")
+
+
+def baseline_scores(task: Task, fitted: dict | None, sets: dict[str, list]) -> dict | None:
+    """The trivial predictor `fitted` (`Task.baseline`) scored with the task's own metrics on
+    every labelled set, named as `evaluate_sets` names the model's scores: {"rule", "prediction",
+    "metrics"}. None without a predictor or a labelled set."""
+    if fitted is None:
+        return None
+    scores = {}
+    for name, examples in sets.items():
+        rows = task.constant_predictions(fitted["prediction"], examples)
+        if all(r["label"] is not None for r in rows):
+            prefix = f"{name}_" if len(sets) > 1 else ""
+            scores.update(
+                {prefix + k: v for k, v in task.score(rows).items() if not k.endswith(_NOT_SCORES)}
+            )
+    return {**fitted, "metrics": scores} if scores else None
+
+
+def sole_prediction(rows: list[dict]) -> tuple[bool, Any]:
+    """Whether every prediction (every tag, for tagging) is one value, and that value: the mark
+    of a model that learned the label prior and nothing else."""
+    values: set[str] = set()
+    for r in rows:
+        p = r["prediction"]
+        values.update(json.dumps(v) for v in (p if isinstance(p, list) else [p]))
+        if len(values) > 1:
+            return False, None
+    return bool(values), json.loads(values.pop()) if values else None
+
+
+def judge(
+    main_metric: str, baseline: dict | None, scores: dict[str, float], rows: list[dict]
+) -> dict[str, Any]:
+    """A run's flags: whether its main metric beats the baseline's (strictly: predicting the
+    baseline's constant scores exactly the baseline; None without a baseline), and whether all its
+    predictions are one value."""
+    bar = (baseline or {}).get("metrics", {}).get(main_metric)
+    single, _ = sole_prediction(rows)
+    beats = None if bar is None or main_metric not in scores else scores[main_metric] > bar
+    return {"beats_baseline": beats, "single_prediction": single}
+
+
+def baseline_warning(
+    seed: int, main_metric: str, baseline: dict | None, result: dict, rows: list[dict], cfg
+) -> str | None:
+    """The two lines `finetune` prints for a seed that does not beat the baseline, else None."""
+    if result["beats_baseline"] is not False:
+        return None
+    single, value = sole_prediction(rows)
+    shown = "the empty answer" if value == "" else repr(value)
+    same = f"; every dev prediction is {shown}" if single else ""
+    return (
+        f"warning: seed {seed} does not beat the baseline: dev {main_metric} "
+        f"{result['metrics'][main_metric]:.2f}, baseline {baseline['metrics'][main_metric]:.2f} "
+        f"by predicting {baseline['rule']}{same}\n"
+        f"  likely fixes: a longer-pretrained model, another --lr (this run {cfg.lr:g}) or more "
+        f"--epochs (this run {cfg.epochs})"
+    )
+
+
+def summary_lines(results: dict[str, Any], split: str) -> list[str]:
+    """What `electra finetune` and `electra evaluate` print: each metric with its spread over seeds
+    and the baseline's score beside it, then what the baseline predicts."""
+    baseline = results.get("baseline") or {"metrics": {}}
+    seeds, lines = results.get("seeds", []), []
+    for name, value in results["metrics"].items():
+        notes = []
+        if len(seeds) > 1:
+            low, high = results["spread"][name]["min"], results["spread"][name]["max"]
+            notes.append(f"min {low:.2f}, max {high:.2f} over {len(seeds)} seeds")
+        if name in baseline["metrics"]:
+            notes.append(f"baseline {baseline['metrics'][name]:.2f}")
+            lost = results.get("seeds_not_beating_baseline")
+            if name == results["main_metric"] and lost:
+                which = ", ".join(map(str, lost))
+                notes[-1] += f", not beaten by seed{'s' if len(lost) > 1 else ''} {which}"
+            elif name == results["main_metric"] and results.get("beats_baseline") is False:
+                notes[-1] += ", not beaten"
+        shown = f" ({'; '.join(notes)})" if notes else ""
+        lines.append(f"{results['task']} {split} {name}: {value:.2f}{shown}")
+    if baseline.get("rule"):
+        lines.append(f"baseline: {baseline['rule']}")
+    return lines
+
+
 def save_finetuned(
-    model: nn.Module, task: Task, tokenizer, cfg: FinetuneConfig, out_dir: Path, source: Path
+    model: nn.Module,
+    task: Task,
+    tokenizer,
+    cfg: FinetuneConfig,
+    out_dir: Path,
+    source: Path,
+    baseline: dict | None = None,
 ) -> None:
+    """`baseline` is the fitted trivial predictor, kept so that `evaluate` can score it on any
+    split without reading the training set again."""
     save_pretrained(model, out_dir, tokenizer)
     write_json_atomic(
         out_dir / FINETUNE_FILE,
@@ -348,6 +451,7 @@ def save_finetuned(
             "head": task.head_config(),
             "config": asdict(cfg),
             "pretrained": str(source),
+            "baseline": baseline,
         },
     )
 
@@ -397,6 +501,8 @@ def finetune(
         keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
         train = [train[i] for i in sorted(keep[: cfg.max_train_examples].tolist())]
     dev = read_split(task, data_dir, "dev")
+    fitted = task.baseline(train)
+    baseline = baseline_scores(task, fitted, dev)
     train_data = task.encode(train, tokenizer, cfg.max_seq_len, training=True)
     dev_data = {
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in dev.items()
@@ -417,8 +523,14 @@ def finetune(
         seed_dir = tmp / f"seed_{seed}"
         result = finished_seed(seed_dir, cfg, source)
         if result is not None:
+            predictions = read_jsonl(seed_dir / "predictions.jsonl")
+            result |= judge(task.main_metric, baseline, result["metrics"], predictions)
             per_seed.append(result)
             print(f"seed {seed}: kept from the interrupted run in {seed_dir}", file=sys.stderr)
+            if warning := baseline_warning(
+                seed, task.main_metric, baseline, result, predictions, cfg
+            ):
+                print(warning, file=sys.stderr)
             continue
         shutil.rmtree(seed_dir, ignore_errors=True)
         torch.manual_seed(seed)
@@ -429,14 +541,17 @@ def finetune(
         model.to(device)
         losses = train_model(task, model, train_data, cfg, device, seed)
         scores, predictions = evaluate_sets(task, model, dev, dev_data, device, cfg)
-        save_finetuned(model.cpu(), task, tokenizer, cfg, seed_dir, source)
+        save_finetuned(model.cpu(), task, tokenizer, cfg, seed_dir, source, fitted)
         write_jsonl(seed_dir / "predictions.jsonl", predictions)
         result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
+        result |= judge(task.main_metric, baseline, scores, predictions)
         # Written last: a seed folder with results.json is complete (see finished_seed).
         write_json_atomic(seed_dir / "results.json", {**result, "config": asdict(cfg)})
         per_seed.append(result)
         shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
         print(f"seed {seed}: {shown}", file=sys.stderr)
+        if warning := baseline_warning(seed, task.main_metric, baseline, result, predictions, cfg):
+            print(warning, file=sys.stderr)
 
     medians, spread = summarize(per_seed)
     best = max(per_seed, key=lambda s: s["metrics"][task.main_metric])
@@ -447,6 +562,8 @@ def finetune(
         "main_metric": task.main_metric,
         "metrics": medians,
         "spread": spread,
+        "baseline": baseline,
+        "seeds_not_beating_baseline": [s["seed"] for s in per_seed if s["beats_baseline"] is False],
         "seeds": [s["seed"] for s in per_seed],
         "per_seed": per_seed,
         "best_seed_dir": f"seed_{best['seed']}",
@@ -483,6 +600,9 @@ def evaluate(
     scores, predictions = evaluate_sets(
         task, model.to(torch_device), sets, encoded, torch_device, cfg
     )
+    # None for a model fine-tuned before baselines were kept: its training set is not read here.
+    fitted = json.loads((source / FINETUNE_FILE).read_text()).get("baseline")
+    baseline = baseline_scores(task, fitted, sets)
     out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -497,7 +617,10 @@ def evaluate(
         "task": task.name,
         "model": str(source),
         "split": split,
+        "main_metric": task.main_metric,
         "metrics": scores,
+        "baseline": baseline,
+        **judge(task.main_metric, baseline, scores, predictions),
         "examples": {k: len(v) for k, v in sets.items()},
         "submission_files": files,
         "config": asdict(cfg),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from electra.detect import load_discriminator, token_logits
+from electra.detect import check_texts, load_discriminator, token_logits
 from electra.errors import ElectraError
 from electra.pretrained import trained_objective
 
@@ -23,6 +23,7 @@ def pseudo_log_likelihood(model_path: str | Path, texts: list[str]) -> list[dict
             "energies; score-text needs a model pretrained with objective.name=electric"
         )
     model, tokenizer = load_discriminator(model_path, "score-text")
+    check_texts(tokenizer, texts, model.config.max_position_embeddings)
     results = []
     for text in texts:
         energies, _ = token_logits(model, tokenizer, text)

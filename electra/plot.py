@@ -1,4 +1,5 @@
-"""A PNG of a run's learning curves: generator and discriminator losses, and the discriminator's AUC."""
+"""A PNG of a run's learning curves: generator and discriminator losses, the discriminator's AUC
+and accuracy beside the always-"original" baseline, and a note where the AUC dips."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     ):
         if any(r.get(key) is not None for r in rows):
             right.plot(steps, series(key), label=label)
+    _baseline_and_dip(right, steps, rows, series)
     right.set_xlabel("step")
     right.set_ylim(0, 1)
     right.legend()
@@ -51,3 +53,25 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     plt.close(fig)
     tmp.replace(out)
     return out
+
+
+def _baseline_and_dip(ax, steps: list, rows: list[dict], series) -> None:
+    """What the discriminator's accuracy must beat (answering "original" everywhere scores one
+    minus the replaced share), and why its AUC may fall after a peak."""
+    if any(r.get("replaced_frac") is not None for r in rows):
+        always = [1 - f for f in series("replaced_frac")]
+        ax.plot(steps, always, ":", color="gray", label='always "original" (accuracy baseline)')
+    aucs = series("disc_auc")
+    finite = [(a, i) for i, a in enumerate(aucs) if a == a]  # NaN != NaN
+    if not finite:
+        return
+    peak, at = max(finite)
+    if aucs[-1] < peak - 0.02:
+        ax.annotate(
+            "AUC dips as the generator improves:\nits replacements get harder to spot",
+            xy=(steps[at], peak),
+            xytext=(0.35, 0.12),
+            textcoords="axes fraction",
+            arrowprops={"arrowstyle": "->", "color": "gray"},
+            fontsize=8,
+        )

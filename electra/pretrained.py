@@ -9,13 +9,16 @@ its destination and renamed into place, so it is complete or absent.
 from __future__ import annotations
 
 import json
+import pickle
+import re
 import shutil
 from collections.abc import Iterable
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 
 import tokenizers
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -99,18 +102,72 @@ def read_model_config(
 _HF_BUFFERS = ("electra.embeddings.position_ids", "electra.embeddings.token_type_ids")
 
 
+def weights_file(path: Path) -> Path:
+    """The file `read_state_dict` reads: safetensors first, as `transformers` prefers it too."""
+    if (path / "model.safetensors").is_file():
+        return path / "model.safetensors"
+    if (path / "pytorch_model.bin").is_file():
+        return path / "pytorch_model.bin"
+    raise ElectraError(f"{path} has no model.safetensors or pytorch_model.bin")
+
+
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """The weights of a model folder: `model.safetensors`, or a PyTorch `pytorch_model.bin` loaded
     with `weights_only=True` (tensors only: never unpickle arbitrary objects)."""
-    if (path / "model.safetensors").is_file():
-        return load_file(path / "model.safetensors")
-    if (path / "pytorch_model.bin").is_file():
-        try:
-            return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001 - any unpickling refusal is the user's file
-            first = str(e).strip().splitlines()[0]
-            raise ElectraError(f"cannot read {path / 'pytorch_model.bin'}: {first}") from None
-    raise ElectraError(f"{path} has no model.safetensors or pytorch_model.bin")
+    file = weights_file(path)
+    return read_safetensors(file) if file.suffix == ".safetensors" else read_torch_tensors(file)
+
+
+def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(file)
+    except (SafetensorError, OSError) as e:
+        # A download or copy cut short is the usual cause; the library's wording says only "header".
+        reason = str(e).removeprefix("Error while deserializing header: ")
+        raise ElectraError(
+            f"cannot read {file} ({reason}; it may be truncated or not a safetensors file): "
+            "re-export or re-download it"
+        ) from None
+
+
+_CONVERT = (
+    "convert it to safetensors in a Python you trust: state_dict = torch.load(path, "
+    "weights_only=False), then safetensors.torch.save_file(<its tensors>, 'model.safetensors') "
+    "(or with transformers, model.save_pretrained(folder, safe_serialization=True))"
+)
+
+
+def read_torch_tensors(file: Path) -> dict[str, torch.Tensor]:
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        # Only the object's name from torch's advice: its remedy (weights_only=False, allowlisting
+        # the class) would run code from a file the user may not have made.
+        if found := re.search(r"Unsupported global: GLOBAL (\S+)", str(e)):
+            raise ElectraError(
+                f"refusing to load {file}: it holds a Python object ({found[1]}), not only tensors, "
+                f"and unpickling it could run code from the file; {_CONVERT}"
+            ) from None
+        raise ElectraError(_unreadable(file, e)) from None
+    except Exception as e:  # noqa: BLE001 - torch raises assorted types for a damaged file
+        raise ElectraError(_unreadable(file, e)) from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ElectraError(
+            f"{file} holds a {type(state).__name__} that is not a state dict (names -> tensors): "
+            "save the model's state_dict() in it, or pass the folder of a saved model"
+        )
+    return state
+
+
+def _unreadable(file: Path, e: Exception) -> str:
+    # torch's first sentence names the fault; the rest is generic advice (or empty at end of file).
+    found = re.search(r"WeightsUnpickler error:\s*(.+)", str(e))
+    first = str(e).strip().split(". ")[0].split("\n")[0]
+    reason = found[1] if found else first or "unexpected end of file"
+    return (
+        f"cannot read {file} ({reason}; it may be truncated or not a PyTorch weights file): "
+        "re-export or re-download it"
+    )
 
 
 def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Path) -> dict:
@@ -129,11 +186,47 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
 
 
 def load_strict(model: nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        first = str(e).strip().splitlines()[0]
-        raise ElectraError(f"the weights in {path} do not fit its config.json: {first}") from None
+    if problem := misfit(model, state, weights_file(path).name):
+        raise ElectraError(
+            f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "
+            "the folder it came with"
+        )
+    model.load_state_dict(state, strict=True)
+
+
+def misfit(model: nn.Module, state: dict, file: str, skip: Iterable[str] = ()) -> str | None:
+    """Why `state` does not load into `model` (the names in `skip` left out of both), or None.
+    Worked out here because torch's message is many lines, and names neither file nor config."""
+    skip = set(skip)
+    expected = {k: v for k, v in model.state_dict().items() if k not in skip}
+    for name, want in expected.items():
+        got = state.get(name)
+        if got is not None and got.shape != want.shape:
+            return (
+                f"{name} is {list(got.shape)} in {file} but {list(want.shape)} in the config"
+                f"{_config_fields(model, got.shape, want.shape)}"
+            )
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected and k not in skip]
+    parts = []
+    if missing:
+        parts.append(
+            f"{len(missing)} weights it needs are missing from {file} (first {missing[0]})"
+        )
+    if unexpected:
+        parts.append(f"{len(unexpected)} in {file} have no place in it (first {unexpected[0]})")
+    return ", ".join(parts) or None
+
+
+def _config_fields(model: nn.Module, got: torch.Size, want: torch.Size) -> str:
+    """The config fields that set the sizes that differ, e.g. " (vocab_size)"."""
+    cfg = getattr(model, "config", None)
+    if not is_dataclass(cfg) or len(got) != len(want):
+        return ""
+    values = asdict(cfg)
+    sizes = {w for g, w in zip(got, want, strict=True) if g != w}
+    names = [k for k, v in values.items() if type(v) is int and v in sizes]
+    return f" ({', '.join(names)})" if names else ""
 
 
 def load_pretrained(
@@ -206,12 +299,12 @@ def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str 
     shared = {k for k in gen_state if k.startswith("electra.embeddings.")}
     shared.add("generator_lm_head.weight")
     gen_state = {k: v for k, v in gen_state.items() if k not in shared}
-    missing, unexpected = generator.load_state_dict(gen_state, strict=False)
-    if unexpected or set(missing) - shared:
+    if problem := misfit(generator, gen_state, weights_file(gen_dir).name, skip=shared):
         raise ElectraError(
-            f"the weights in {gen_dir} do not fit its config.json (missing "
-            f"{sorted(set(missing) - shared)[:3]}, unexpected {unexpected[:3]})"
+            f"the weights in {gen_dir} do not fit its config.json: {problem}: fix config.json or "
+            "use the folder it came with"
         )
+    generator.load_state_dict(gen_state, strict=False)
 
 
 def trained_objective(model_path: Path) -> str | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,8 +171,46 @@ def test_data_built_for_another_seq_len(data, tmp_path, capsys):
     args = small_run_args(data, tmp_path / "run")
     args[args.index("--seq-len") + 1] = 64
     code, _, err = run_cli(capsys, *args)
-    assert_one_line_error(code, err, "seq len 32", "64")
+    assert code == 2 and err == (
+        f"electra: error: data folder {data} was built for seq len 32, not 64: pass --seq-len 32 "
+        "(or --data.seq_len 32), or rebuild it with `electra prepare --seq-len 64`\n"
+    )
     assert not (tmp_path / "run").exists()
+
+
+def test_the_seq_len_comes_from_the_data_when_not_given(data, tmp_path, capsys):
+    args = small_run_args(data, tmp_path / "run")
+    del args[args.index("--seq-len") : args.index("--seq-len") + 2]  # the tiny preset says 128
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"using seq len 32 from the data folder {data} (the tiny preset's is 128)"
+    )
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["data"]["seq_len"] == 32
+
+
+def test_two_stage_alone_fills_in_the_settings_it_needs(data, tmp_path, capsys):
+    args = [*small_run_args(data, tmp_path / "run", steps=4), "--objective.name", "two_stage"]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        "objective two_stage: set objective.sharing=none, objective.generator_hidden_fraction=1.0, "
+        "objective.two_stage_steps=2 (half of train.steps); set them yourself to change this"
+    )
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())["objective"]
+    assert (saved["sharing"], saved["generator_hidden_fraction"]) == ("none", 1.0)
+    assert saved["two_stage_steps"] == 2
+    # A value the user gives is kept, and left out of the line.
+    code, _, err = run_cli(
+        capsys, *args, "--out", tmp_path / "mine", "--objective.two_stage_steps", 3
+    )
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        "objective two_stage: set objective.sharing=none, objective.generator_hidden_fraction=1.0; "
+        "set them yourself to change this"
+    )
+    saved = json.loads((tmp_path / "mine" / "config.json").read_text())["objective"]
+    assert saved["two_stage_steps"] == 3
 
 
 @pytest.mark.parametrize("gpu_visible", [False, True])
@@ -292,3 +333,87 @@ def test_run_folder_is_not_overwritten(data, tmp_path, capsys):
 def test_detect_missing_model(tmp_path, capsys):
     code, _, err = run_cli(capsys, "detect", "--model", tmp_path / "missing", "hello")
     assert_one_line_error(code, err, "not found")
+
+
+# --- bad model files and texts for detect ---------------------------------------------------------
+
+
+@pytest.fixture
+def model_copy(tiny_pretrained, tmp_path):
+    """A tiny discriminator folder of this test's own, to damage."""
+    return Path(shutil.copytree(tiny_pretrained, tmp_path / "model"))
+
+
+def assert_clean_refusal(code, out, err, *needles):
+    assert_one_line_error(code, err, *needles)
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_detect_on_a_truncated_safetensors_file(model_copy, capsys):
+    weights = model_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])  # a download cut short
+    code, out, err = run_cli(capsys, "detect", "--model", model_copy, "the cat")
+    assert_clean_refusal(
+        code, out, err, f"cannot read {weights} (incomplete metadata", "truncated", "re-download"
+    )
+
+
+def test_a_pickled_object_in_pytorch_model_bin_is_refused(model_copy, capsys):
+    from safetensors.torch import load_file
+
+    state = load_file(model_copy / "model.safetensors")
+    (model_copy / "model.safetensors").unlink()
+    torch.save(state, model_copy / "pytorch_model.bin")  # plain tensors load
+    assert run_cli(capsys, "detect", "--model", model_copy, "the cat")[0] == 0
+    torch.save({**state, "args": argparse.Namespace(lr=1)}, model_copy / "pytorch_model.bin")
+    code, out, err = run_cli(capsys, "detect", "--model", model_copy, "the cat")
+    assert_clean_refusal(
+        code,
+        out,
+        err,
+        f"refusing to load {model_copy / 'pytorch_model.bin'}: it holds a Python object "
+        "(argparse.Namespace)",
+        "could run code from the file",
+        "safetensors.torch.save_file(",
+        "safe_serialization=True",
+    )
+    assert "add_safe_globals" not in err  # torch's advice to trust the file is not passed on
+
+
+def test_a_config_json_that_does_not_fit_the_weights(model_copy, capsys):
+    config = json.loads((model_copy / "config.json").read_text())
+    vocab = config["vocab_size"]
+    (model_copy / "config.json").write_text(json.dumps({**config, "vocab_size": vocab + 100}))
+    code, out, err = run_cli(capsys, "detect", "--model", model_copy, "the cat")
+    assert_clean_refusal(
+        code,
+        out,
+        err,
+        f"the weights in {model_copy} do not fit its config.json: "
+        f"electra.embeddings.word_embeddings.weight is [{vocab}, 16] in model.safetensors but "
+        f"[{vocab + 100}, 16] in the config (vocab_size): fix config.json",
+    )
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_detect_warns_of_a_text_longer_than_the_model(tiny_pretrained, capsys, as_json):
+    long = "the cat sat " * 60  # 180 word pieces; the model reads 128 positions with [CLS]
+    argv = ["detect", "--model", tiny_pretrained, "the cat", long, *(["--json"] * as_json)]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert err == (
+        "warning: text 2 was cut to its first 127 of 180 word pieces: the model reads at most "
+        "128 positions (max_position_embeddings)\n"
+    )
+    if as_json:
+        assert [len(tokens) for tokens in json.loads(out)] == [2, 127]
+    else:
+        assert out.startswith("the cat\n") and long in out
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+@pytest.mark.parametrize("empty", ["", "  \n"])
+def test_detect_refuses_an_empty_text(tiny_pretrained, capsys, as_json, empty):
+    argv = ["detect", "--model", tiny_pretrained, "the cat", empty, *(["--json"] * as_json)]
+    code, out, err = run_cli(capsys, *argv)
+    assert_clean_refusal(code, out, err, "text 2 is empty: pass non-empty texts")

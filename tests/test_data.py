@@ -1,4 +1,5 @@
-"""`prepare` (official ELECTRA packing, sharded store), `PretrainingData` and `BatchStream`."""
+"""`prepare` (carrying and official ELECTRA packing, sharded store), `PretrainingData` and
+`BatchStream`."""
 
 import json
 import random
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import electra.data
-from electra.data import BatchStream, ExampleBuilder, PretrainingData, prepare
+from electra.data import BatchStream, CarryingBuilder, ExampleBuilder, PretrainingData, prepare
 from electra.errors import ElectraError
 from electra.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
 
@@ -157,7 +158,14 @@ def wiki_tok(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def wiki_data(tmp_path_factory, wiki_tok) -> Path:
     out = tmp_path_factory.mktemp("wiki_data") / "data"
-    prepare([str(need("wikitext-2-raw/wiki.valid.raw"))], wiki_tok, 128, out, workers=1)
+    prepare(
+        [str(need("wikitext-2-raw/wiki.valid.raw"))],
+        wiki_tok,
+        128,
+        out,
+        workers=1,
+        packing="official",
+    )
     return out
 
 
@@ -186,9 +194,67 @@ def test_real_text_segment_and_target_rates(wiki_data):
     assert 0.02 < meta["builder"]["random_target"] / n < 0.09
 
 
-def test_examples_never_cross_documents(tmp_path, word_tok):
+def corpus_token_stream(path: Path, tok) -> list[int]:
+    """The corpus's word pieces in order, read independently of `prepare`."""
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    return [i for line in lines if line for i in tok.encode(line, add_special_tokens=False).ids]
+
+
+def shard_token_stream(folder: Path) -> list[int]:
+    ids, lengths = load_rows(folder)
+    return [
+        int(i) for row, (_, real) in zip(ids, lengths, strict=True) for i in row[:real] if i > MASK
+    ]
+
+
+def test_default_packing_keeps_every_token_of_paragraph_per_line_text(
+    tmp_path, wiki_tok, wiki_data
+):
+    # WikiText-2 holds a paragraph per line: the official rule drops about a third of it.
+    source = need("wikitext-2-raw/wiki.valid.raw")
+    summary = prepare([str(source)], wiki_tok, 128, tmp_path / "out", workers=1)
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    stream = corpus_token_stream(source, load_tokenizer(wiki_tok))
+    assert shard_token_stream(tmp_path / "out") == stream  # every token, in corpus order
+    assert meta["text_tokens"] == {"read": len(stream), "kept": len(stream), "dropped": 0}
+    assert summary["text_tokens"] == meta["text_tokens"] and meta["builder"]["packing"] == "carry"
+    ids, lengths = load_rows(tmp_path / "out")
+    check_layout(ids, lengths, 128)
+    # Rows are at least as full as the official rule's (which fills, then cuts).
+    assert lengths[:, 1].mean() >= load_rows(wiki_data)[1][:, 1].mean()
+    vocab = load_tokenizer(wiki_tok).get_vocab()
+    starts_word = {i for t, i in vocab.items() if not t.startswith("##")}
+    # An example opens inside a word only when the word outgrows a whole (randomly short) one.
+    assert sum(row[1] not in starts_word for row in ids) <= 0.001 * len(ids)
+    n = meta["num_examples"]
+    assert 0.06 < meta["builder"]["single_segment"] / n < 0.14
+    assert 0.02 < meta["builder"]["random_target"] / n < 0.09
+
+
+def test_official_packing_counts_and_warns_what_it_drops(wiki_data, capsys):
+    # The official rule is kept for exact reproduction; its loss is counted, never silent.
+    prepare(
+        [str(need("wikitext-2-raw/wiki.valid.raw"))],
+        wiki_data / "tokenizer",
+        128,
+        wiki_data.parent / "again",
+        workers=1,
+        packing="official",
+    )
+    meta = json.loads((wiki_data / "meta.json").read_text())
+    tokens = meta["text_tokens"]
+    assert tokens["read"] == tokens["kept"] + tokens["dropped"]
+    assert tokens["kept"] == len(shard_token_stream(wiki_data))
+    assert 0.2 < tokens["dropped"] / tokens["read"] < 0.6  # a third to a half, by vocabulary
+    err = capsys.readouterr().err
+    assert f"warning: {tokens['dropped']:,} of the corpus's {tokens['read']:,} tokens" in err
+    assert "the default --packing carry keeps it" in err
+
+
+@pytest.mark.parametrize("packing", ["carry", "official"])
+def test_examples_never_cross_documents(tmp_path, word_tok, packing):
     corpus = marker_corpus(tmp_path / "docs.txt", num_docs=400)
-    prepare([str(corpus)], word_tok, 32, tmp_path / "out", workers=1)
+    prepare([str(corpus)], word_tok, 32, tmp_path / "out", workers=1, packing=packing)
     ids, lengths = load_rows(tmp_path / "out")
     check_layout(ids, lengths, 32)
     markers = []
@@ -200,11 +266,13 @@ def test_examples_never_cross_documents(tmp_path, word_tok):
     assert list(dict.fromkeys(markers)) == [word_id(i) for i in range(400)]
 
 
-def test_segment_and_short_target_rates_on_one_token_lines(tmp_path, word_tok):
+@pytest.mark.parametrize("packing", ["carry", "official"])
+def test_segment_and_short_target_rates_on_one_token_lines(tmp_path, word_tok, packing):
     # With one-token lines, a two-segment example always has a non-empty B, and only a
     # randomised target gives a row shorter than seq_len (besides each document's tail).
     docs = [[f"w{d}"] * 4000 for d in range(30)]
-    prepare([str(write_docs(tmp_path / "c.txt", docs))], word_tok, 32, tmp_path / "out", workers=1)
+    corpus = str(write_docs(tmp_path / "c.txt", docs))
+    prepare([corpus], word_tok, 32, tmp_path / "out", workers=1, packing=packing)
     ids, lengths = load_rows(tmp_path / "out")
     check_layout(ids, lengths, 32)
     n = len(ids)
@@ -217,12 +285,31 @@ def test_segment_and_short_target_rates_on_one_token_lines(tmp_path, word_tok):
 
 def test_builder_cuts_overflow_and_never_carries_it_over():
     builder = ExampleBuilder(16, random.Random(0))
-    assert builder.add_line([7] * 5) is None
-    first, second = builder.add_line([8] * 40)  # reaches the target: one example
+    assert builder.add_line([7] * 5) == []
+    [(first, second)] = builder.add_line([8] * 40)  # reaches the target: one example
     assert len(first) + len(second) + 2 + bool(second) <= 16
     assert builder.lines == [] and builder.length == 0  # the overflow is discarded
-    assert builder.end_document() is None
-    assert builder.add_line([]) is None and builder.end_document() is None
+    assert builder.end_document() == []
+    assert builder.add_line([]) == [] and builder.end_document() == []
+    assert (builder.tokens_read, builder.tokens_kept) == (45, len(first) + len(second))
+
+
+def test_carrying_builder_keeps_every_token_in_order_and_cuts_at_word_starts():
+    continuation = frozenset(range(100, 200))  # ids 100.. continue a word
+    builder = CarryingBuilder(16, random.Random(0), continuation)
+    line = [7, 101, 102, 8, 103, 9, 10, 104, 105, 106, 11] * 6  # words of 1 to 4 pieces
+    examples = builder.add_line(line) + builder.add_line([12] * 5) + builder.end_document()
+    assert [i for a, b in examples for i in a + b] == line + [12] * 5
+    assert builder.tokens_read == builder.tokens_kept == len(line) + 5
+    for a, b in examples:
+        assert a and len(a) + len(b) + 2 + bool(b) <= 16
+        assert a[0] not in continuation and (not b or b[0] not in continuation)
+    # A word longer than a whole example is cut where it must be, and still kept.
+    builder = CarryingBuilder(8, random.Random(0), continuation)
+    long_word = [7] + [101] * 20
+    assert [i for a, b in builder.add_line(long_word) + builder.end_document() for i in a + b] == (
+        long_word
+    )
 
 
 def test_random_target_lengths_are_between_5_and_max_len():
@@ -370,8 +457,10 @@ def test_pretraining_data_errors(tmp_path, word_tok):
     with pytest.raises(ElectraError) as error:
         PretrainingData(tmp_path / "out", seq_len=256)
     message = str(error.value)
-    assert "built for seq len 128, not 256" in message and "--seq-len 256" in message
-    assert "data.seq_len=128" in message and "\n" not in message
+    assert message == (
+        f"data folder {tmp_path / 'out'} was built for seq len 128, not 256: pass --seq-len 128 "
+        "(or --data.seq_len 128), or rebuild it with `electra prepare --seq-len 256`"
+    )
     (tmp_path / "out" / "meta.json").write_text("{broken")
     with pytest.raises(ElectraError, match="meta.json is invalid"):
         PretrainingData(tmp_path / "out")
@@ -466,3 +555,20 @@ def test_batch_stream_needs_enough_examples(unique_data):
         BatchStream(unique_data, batch_size=52, seed=0, world_size=2)
     with pytest.raises(ElectraError, match="rank"):
         BatchStream(unique_data, batch_size=4, seed=0, rank=2, world_size=2)
+
+
+def test_prepare_command_reports_tokens_read_kept_and_dropped(tmp_path, word_tok, capsys):
+    from electra.cli import main
+
+    # Ten words a line, lines that overflow a 16-long example: the official rule drops tokens.
+    write_docs(tmp_path / "c.txt", [[" ".join(f"w{i}" for i in range(10))] * 20] * 3)
+    args = ["prepare", str(tmp_path / "c.txt"), "--tokenizer", str(word_tok), "--seq-len", "16"]
+    assert main([*args, "--out", str(tmp_path / "carry"), "--workers", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "corpus tokens: 600 read, 600 kept (100.0%), 0 dropped" in out and err == ""
+
+    assert main([*args, "--out", str(tmp_path / "off"), "--packing", "official"]) == 0
+    out, err = capsys.readouterr()
+    kept = json.loads((tmp_path / "off" / "meta.json").read_text())["text_tokens"]["kept"]
+    assert f"corpus tokens: 600 read, {kept} kept ({kept / 600:.1%}), {600 - kept} dropped" in out
+    assert err.startswith(f"warning: {600 - kept} of the corpus's 600 tokens") and kept < 540

@@ -76,7 +76,10 @@ def test_arms_get_the_same_training_flops(wikitext_data):
     assert steps["electra"] == 20 and steps["mlm"] > 20  # BERT costs less per step
     cfg = arm_config(plan, plan.arms[2], steps["two_stage"], data)
     assert cfg.objective.two_stage_steps == steps["two_stage"] // 2  # the paper's n + n
-    bad = _plan(wikitext_data, glue, arms=[parse_arm("two_stage")])  # shared, unequal sizes
+    bare = arm_config(plan, parse_arm("two_stage"), 20, data).objective  # as `pretrain` fills it
+    assert (bare.sharing, bare.generator_hidden_fraction, bare.two_stage_steps) == ("none", 1, 10)
+    shared = parse_arm("shared:objective.name=two_stage,objective.sharing=embeddings")
+    bad = _plan(wikitext_data, glue, arms=[shared])  # a setting the arm gives is kept
     with pytest.raises(ElectraError, match="objective.sharing=embeddings is not available"):
         resolve(bad, data)  # refused before anything runs
 

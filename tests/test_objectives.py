@@ -15,7 +15,12 @@ from electra.cli import main
 from electra.config import ObjectiveConfig, RunConfig, apply_overrides, generator_config
 from electra.errors import ElectraError
 from electra.export import check_exportable, export_hf
-from electra.objectives import OBJECTIVES, build_objective, check_objective
+from electra.objectives import (
+    OBJECTIVES,
+    build_objective,
+    check_objective,
+    fill_objective_settings,
+)
 from electra.objectives.adversarial import reinforce_loss
 from electra.objectives.masking import selected_positions
 from electra.objectives.mlm import copy_mixture_log_prob
@@ -262,7 +267,7 @@ def _run(**objective) -> RunConfig:
         (dict(name="two_stage", generator_hidden_fraction=1.0, two_stage_steps=5), "sharing"),
         (
             dict(name="two_stage", sharing="none", generator_hidden_fraction=1.0),
-            "two_stage_steps=0 must be between 0 and train.steps",
+            "two_stage_steps=0 must be above 0 and below train.steps=1000000: ",
         ),
         (dict(name="adversarial", adversarial_mlm_steps=10**9), "adversarial_mlm_steps"),
         (dict(name="replace_mlm", sharing="gdes"), "not available with objective.name"),
@@ -297,6 +302,8 @@ def test_a_bad_setting_is_one_error_line_and_nothing_written(wikitext_data, tmp_
             "two_stage",
             "--objective.two_stage_steps",
             "5",
+            "--objective.sharing",  # kept as given, though two_stage would set none
+            "embeddings",
             "--train.steps",
             "9",
             "--data.seq_len",
@@ -304,8 +311,36 @@ def test_a_bad_setting_is_one_error_line_and_nothing_written(wikitext_data, tmp_
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and err[0].startswith("electra: error: objective.")
+    assert code == 2 and len(err) == 2, err
+    assert err[0] == (
+        "objective two_stage: set objective.generator_hidden_fraction=1.0; "
+        "set it yourself to change this"
+    )
+    assert err[1] == (
+        "electra: error: objective.sharing=embeddings is not available with "
+        "objective.name=two_stage: choose one of none"
+    )
     assert not out.exists()
+
+
+def test_an_objective_fills_in_only_the_settings_the_user_left_unset():
+    run = apply_overrides(RunConfig(), {"objective.name": "two_stage", "train.steps": 40})
+    filled, note = fill_objective_settings(run, given={"objective.name", "train.steps"})
+    assert note == (
+        "objective two_stage: set objective.sharing=none, "
+        "objective.generator_hidden_fraction=1.0, objective.two_stage_steps=20 "
+        "(half of train.steps); set them yourself to change this"
+    )
+    check_objective(filled)
+    mine = replace(run, objective=replace(run.objective, two_stage_steps=30))
+    kept, note = fill_objective_settings(mine, given={"objective.two_stage_steps"})
+    assert kept.objective.two_stage_steps == 30 and "two_stage_steps" not in note
+    run = apply_overrides(RunConfig(), {"objective.name": "adversarial", "train.steps": 40})
+    assert fill_objective_settings(run, given=set())[1] == (
+        "objective adversarial: set objective.adversarial_mlm_steps=4 (a tenth of train.steps); "
+        "set it yourself to change this"
+    )
+    assert fill_objective_settings(RunConfig(), set()) == (RunConfig(), "")  # electra needs none
 
 
 # Each objective through the trainer: the losses it learns from fall, its statistics reach
@@ -449,6 +484,9 @@ def test_score_text_pseudo_log_likelihood(wikitext_data, tmp_path, capsys):
     inner = energy[1:-1]  # [CLS] and [SEP] left out
     assert results[0]["tokens"] == len(inner) == 6
     assert results[0]["pll"] == pytest.approx(-inner.sum().item(), abs=1e-3)
+    assert main(["score-text", "--model", str(run), "the cat", " "]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "electra: error: text 2 is empty: pass non-empty texts" in err
     assert main(["detect", "--model", str(run), "the cat"]) == 2  # energies are no probabilities
     assert "are energies, not probabilities" in capsys.readouterr().err
     electra = pretrain(tiny_cfg(wikitext_data), tmp_path / "electra")

@@ -147,3 +147,19 @@ def test_fingerprint_equal_for_equal_tokenizers_and_differs_otherwise(corpus, to
     vocab[10], vocab[11] = vocab[11], vocab[10]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
     assert fingerprint(load_tokenizer(tmp_path / "vocab.txt")) != fingerprint(tok)
+
+
+def test_cli_says_when_the_corpus_gave_fewer_tokens_than_asked(corpus, tmp_path, capsys):
+    from electra.cli import main
+
+    out = tmp_path / "tok"
+    assert (
+        main(["tokenizer", "train", str(corpus), "--vocab-size", "30522", "--out", str(out)]) == 0
+    )
+    size = load_tokenizer(out).get_vocab_size()
+    assert size < 30522
+    assert capsys.readouterr().out == (
+        f"note: the corpus gave {size} tokens, fewer than --vocab-size 30522 (WordPiece stops "
+        f"when no pair of pieces occurs --min-frequency 2 times); tokenizer with {size} tokens "
+        f"-> {out}\n"
+    )

@@ -14,6 +14,7 @@ from electra.objectives.base import (
     StepOutput,
     build_objective,
     check_objective,
+    fill_objective_settings,
     objective_class,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "StepOutput",
     "build_objective",
     "check_objective",
+    "fill_objective_settings",
     "objective_class",
 ]

@@ -15,6 +15,8 @@ The paper found this worse than MLE: 58% against 65% MLM accuracy and low-entrop
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,6 +41,11 @@ class Adversarial(ReplacedTokenDetection):
                 f"at least 0 and below train.steps={run.train.steps}, or the generator is never "
                 "trained adversarially"
             )
+
+    @classmethod
+    def implied_settings(cls, run: RunConfig) -> dict[str, tuple[Any, str]]:
+        # REINFORCE from a random generator gets almost no signal: warm it up by MLE first.
+        return {"adversarial_mlm_steps": (run.train.steps // 10, "a tenth of train.steps")}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

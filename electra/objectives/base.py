@@ -9,9 +9,9 @@ class registered under its `objective.name`; the trainer builds it with `build_o
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Collection, Hashable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -122,6 +122,12 @@ class Objective(nn.Module):
                 f"objective.name={cls.name}: choose one of {', '.join(cls.sharings)}"
             )
 
+    @classmethod
+    def implied_settings(cls, run: RunConfig) -> dict[str, tuple[Any, str]]:
+        """The objective settings this objective needs or derives from the run, used where the
+        user left them unset: {field: (value, how a run-dependent value was chosen, or "")}."""
+        return {}
+
     def models(self) -> dict[str, nn.Module]:
         """The trained networks by role, as plain ELECTRA models: each becomes a model folder."""
         raise NotImplementedError
@@ -191,6 +197,26 @@ def build_objective(
 ) -> Objective:
     """The objective `cfg.name` names, its networks freshly initialised."""
     return objective_class(cfg.name).build(model_cfg, cfg, special, seq_len)
+
+
+def fill_objective_settings(run: RunConfig, given: Collection[str]) -> tuple[RunConfig, str]:
+    """`run` with the settings its objective implies wherever the user left them unset (`given`:
+    the section.field keys they set), and a line naming those it changed ("" when none)."""
+    implied = objective_class(run.objective.name).implied_settings(run)
+    changes = {
+        name: value
+        for name, (value, _) in implied.items()
+        if f"objective.{name}" not in given and getattr(run.objective, name) != value
+    }
+    if not changes:
+        return run, ""
+    named = ", ".join(
+        f"objective.{name}={value}" + (f" ({implied[name][1]})" if implied[name][1] else "")
+        for name, value in changes.items()
+    )
+    them = "them" if len(changes) > 1 else "it"
+    note = f"objective {run.objective.name}: set {named}; set {them} yourself to change this"
+    return replace(run, objective=replace(run.objective, **changes)), note
 
 
 def check_objective(run: RunConfig) -> None:

@@ -3,11 +3,14 @@ MLM loss for `objective.two_stage_steps` steps, copy its encoder into the discri
 the discriminator with the generator frozen (it still samples, with dropout on, as in ELECTRA).
 
 The copy needs equal sizes and two separate networks (`sharing none`); the discriminator's head
-starts fresh. One learning-rate schedule spans both stages. The paper found this below joint
-training; it is here to reproduce that comparison.
+starts fresh. Left unset, those settings and the switch (at half the steps) are filled in and
+named (`fill_objective_settings`). One learning-rate schedule spans both stages. The paper found
+this below joint training; it is here to reproduce that comparison.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -33,9 +36,20 @@ class TwoStage(ReplacedTokenDetection):
             )
         if not 0 < run.objective.two_stage_steps < run.train.steps:
             raise ElectraError(
-                f"objective.two_stage_steps={run.objective.two_stage_steps} must be between 0 and "
-                f"train.steps={run.train.steps}: the step at which the discriminator takes over"
+                f"objective.two_stage_steps={run.objective.two_stage_steps} must be above 0 and "
+                f"below train.steps={run.train.steps}: the step at which the discriminator takes over"
             )
+
+    @classmethod
+    def implied_settings(cls, run: RunConfig) -> dict[str, tuple[Any, str]]:
+        # The discriminator starts as a copy of the generator: two separate networks of one shape.
+        # Switching at half the steps is the paper's n + n.
+        return {
+            "sharing": ("none", ""),
+            "generator_hidden_fraction": (1.0, ""),
+            "generator_layers_fraction": (1.0, ""),
+            "two_stage_steps": (max(1, run.train.steps // 2), "half of train.steps"),
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

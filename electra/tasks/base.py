@@ -94,6 +94,16 @@ class Task:
     def score(self, predictions: list[dict]) -> dict[str, float]:
         raise NotImplementedError
 
+    def baseline(self, train: list[Any]) -> dict[str, Any] | None:
+        """The trivial predictor a fine-tuned model has to beat, fitted on the training examples:
+        {"rule": what it predicts, in words, "prediction": the one value it predicts}. None where
+        no trivial predictor is meaningful: better no bar than an invented one."""
+        return None
+
+    def constant_predictions(self, prediction: Any, examples: list[Any]) -> list[dict]:
+        """`decode`'s rows for `examples`, each predicting `prediction`, for `score`."""
+        raise NotImplementedError
+
     def head_config(self) -> dict[str, Any]:
         """What `build_model` needs besides the encoder config, saved with a fine-tuned model."""
         return {}

@@ -7,7 +7,9 @@ and columns are found by header name, except in CoLA's headerless train/dev file
 
 from __future__ import annotations
 
+import collections
 import csv
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -293,6 +295,28 @@ class GlueTask(Task):
             if "mcc" in self.spec.metrics:
                 scores["mcc"] = metrics.mcc(gold, pred)
         return {k: scores[k] for k in self.spec.metrics}
+
+    def baseline(self, train) -> dict:
+        if self.regression:
+            # The training mean: the best constant under the squared error the head is trained on.
+            # Pearson and Spearman of a constant are undefined; `metrics.correlations` scores them
+            # 0.0, as it scores a seed that collapsed to one value, so that such a seed is compared
+            # like for like and does not beat it (null would leave nothing to compare).
+            mean = statistics.fmean(e.label for e in train)
+            return {
+                "rule": f"the training mean {mean:.2f} for every pair",
+                "prediction": round(mean, 4),
+            }
+        counts = collections.Counter(e.label for e in train)
+        majority = max(self.spec.labels, key=lambda label: counts[label])  # a tie: the first label
+        share = f"{100.0 * counts[majority] / len(train):.1f}% of train"
+        return {
+            "rule": f"the training majority class {majority!r} ({share}) for every example",
+            "prediction": majority,
+        }
+
+    def constant_predictions(self, prediction, examples) -> list[dict]:
+        return [{"id": e.id, "prediction": prediction, "label": e.label} for e in examples]
 
     def write_submission(self, predictions, set_name, out_dir) -> Path:
         """`index<TAB>prediction` rows under a header, the file name GLUE's server expects;

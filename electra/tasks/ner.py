@@ -145,6 +145,23 @@ class NerTask(Task):
             out.append({"id": sentence.id, "prediction": pred, "label": gold})
         return out
 
+    def baseline(self, train) -> dict | None:
+        # No entity anywhere ('O' is also the majority tag of any CoNLL file): entity F1 0, so a
+        # seed that tags nothing does not beat it.
+        if "O" not in self.labels:
+            return None
+        return {"rule": "'O' (no entity) for every word", "prediction": "O"}
+
+    def constant_predictions(self, prediction, examples) -> list[dict]:
+        return [
+            {
+                "id": s.id,
+                "prediction": [prediction] * len(s.words),
+                "label": list(s.tags) if s.tags is not None else None,
+            }
+            for s in examples
+        ]
+
     def score(self, predictions) -> dict[str, float]:
         return metrics.entity_scores(
             [p["label"] for p in predictions], [p["prediction"] for p in predictions]

@@ -240,6 +240,27 @@ class SquadTask(Task):
             threshold=self.null_threshold,
         )
 
+    def baseline(self, train) -> dict | None:
+        if self.version == "1.1":
+            return None  # every question has an answer: the empty one scores 0, no bar at all
+        return {"rule": "no answer for every question", "prediction": ""}
+
+    def constant_predictions(self, prediction, examples) -> list[dict]:
+        golds = gold_answers(examples)
+        # `score` reads the best span and the null score: an infinite null score answers empty
+        # under any threshold, the best_* search included.
+        null = math.inf if prediction == "" else -math.inf
+        return [
+            {
+                "id": q.id,
+                "prediction": prediction,
+                "label": golds[q.id] if q.answers or q.is_impossible else None,
+                "best_span": prediction,
+                "null_score": null,
+            }
+            for q in examples
+        ]
+
     def write_submission(self, predictions, set_name, out_dir) -> Path:
         """The official format: {question id: answer text} (and null scores for 2.0)."""
         path = Path(out_dir) / "predictions.json"
