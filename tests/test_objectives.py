@@ -506,3 +506,21 @@ def test_each_objective_traces_into_one_graph(tiny_model, special, arm):
     dynamo.reset()
     explained = dynamo.explain(obj)(ids, types, attention)
     assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_config_names_match_the_registry_and_config_stays_plain_data():
+    import subprocess
+    import sys
+
+    from electra.config import OBJECTIVE_NAMES, SHARINGS
+    from electra.objectives import OBJECTIVES
+
+    assert set(OBJECTIVE_NAMES) == set(OBJECTIVES)
+    assert set(SHARINGS) == set().union(*(cls.sharings for cls in OBJECTIVES.values()))
+    # Building a config loads neither torch nor the objectives (no import circle through them).
+    code = (
+        "import sys; from electra.config import preset; preset('small'); "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('electra.objectives')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -27,8 +27,6 @@ from electra.model import (
 )
 from electra.ops import Dropout
 
-SHARINGS = ("none", "embeddings", "all", "gdes")
-
 
 class DisentangledEmbeddings(nn.Module):
     """The discriminator's embeddings under GDES. The generator's `ElectraEmbeddings` is read, not
