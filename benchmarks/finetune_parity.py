@@ -7,8 +7,8 @@
 
 The reference is `transformers`' `ElectraForSequenceClassification` loaded with `from_pretrained`
 from the same model folder, its tokenizer loaded with `AutoTokenizer`, the GLUE files read here, and
-a training loop written from ELECTRA.md §5 and §10 (the paper's Table 7 recipe), importing nothing
-from `electra.*`:
+a training loop written from docs/specification.md §Fine-tuning (the paper's Table 7 recipe),
+importing nothing from `electra.*`:
 
 - the paper's head (`--head paper`, the default): dropout and one Glorot-initialised linear layer
   on the final [CLS] vector, in place of HF's two-layer head (`--head hf` keeps HF's);
@@ -60,7 +60,8 @@ TASKS = {  # folder, text columns (positions where the file has no header), labe
         10,
     ),
 }
-RECIPE = dict(  # ELECTRA.md §5 and §10; 0 means "by model size" (lr, decay) or "by task" (epochs)
+# docs/specification.md §Fine-tuning; 0 means "by model size" (lr, decay) or "by task" (epochs)
+RECIPE = dict(
     lr=0.0,
     layerwise_lr_decay=0.0,
     layerwise_off_by_one=False,
@@ -105,7 +106,8 @@ def score(task: str, gold: list, pred: list) -> float:
 
 
 class PaperHead(torch.nn.Module):
-    """ELECTRA.md §5: the final [CLS] vector, dropout, one dense layer (Glorot init, TF's default)."""
+    """docs/specification.md §Fine-tuning: the final [CLS] vector, dropout, one dense layer (Glorot
+    init, TF's default)."""
 
     def __init__(self, hidden: int, outputs: int, dropout: float):
         super().__init__()

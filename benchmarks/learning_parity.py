@@ -6,7 +6,8 @@
 
 The reference is built only from Hugging Face's `ElectraForMaskedLM` (the generator) and
 `ElectraForPreTraining` (the discriminator); everything around them is written here from
-ELECTRA.md §2 and §4, not from `electra.*` modules:
+docs/specification.md §Replaced token detection and §Pretraining data, not from `electra.*`
+modules:
 
 - generator dimensions by `RP.get_generator_config` (hidden = round(H * fraction), FFN 4x, heads
   hidden // 64), the word, position and token-type tables and the embedding LayerNorm shared

@@ -5,10 +5,10 @@
 Each `--run NAME=DIR` is a `benchmarks/transfer.py` output folder: its point is the mean of the
 pretrained arm's median dev scores over the tasks it ran, at the training FLOPs of the
 discriminator it fine-tuned (the `train_flops` of the run's last logged step, counted as the
-official counter counts, as in the paper's Table 1). The paper's points are ELECTRA.md §6, Table 1:
-ELECTRA-Small after 6.25%-100% of its 1M steps, BERT-Small, ELMo, GPT, BERT-Base and ELECTRA-Base,
-averaged over the eight GLUE dev tasks. Our mean covers only the tasks run (`../shared/data/glue`
-has no MNLI, QQP or QNLI training set), which the legend says.
+official counter counts, as in the paper's Table 1). The paper's points are docs/specification.md
+§Published numbers, Table 1: ELECTRA-Small after 6.25%-100% of its 1M steps, BERT-Small, ELMo, GPT,
+BERT-Base and ELECTRA-Base, averaged over the eight GLUE dev tasks. Our mean covers only the tasks
+run (`../shared/data/glue` has no MNLI, QQP or QNLI training set), which the legend says.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-PAPER = {  # name: (train FLOPs, GLUE dev), ELECTRA.md §6 Table 1
+PAPER = {  # name: (train FLOPs, GLUE dev), docs/specification.md §Published numbers
     "ELECTRA-Small 6.25%": (1.4e18 / 16, 74.1),
     "ELECTRA-Small 12.5%": (1.4e18 / 8, 76.0),
     "ELECTRA-Small 25%": (1.4e18 / 4, 77.7),

@@ -1,8 +1,8 @@
 """The pieces of an independent ELECTRA reference that both parity benchmarks share.
 
-Written from ELECTRA.md (§2.2 optimizer and schedule, §2.3 initialisation) around Hugging Face's
-models, and importing nothing from `electra.*`, so that a bug in our modules cannot hide by being
-copied into the reference. `learning_parity.py` (pretraining) and `finetune_parity.py`
+Written from docs/specification.md (§Optimizer, §Model and §Discriminator initialisation) around
+Hugging Face's models, and importing nothing from `electra.*`, so that a bug in our modules cannot
+hide by being copied into the reference. `learning_parity.py` (pretraining) and `finetune_parity.py`
 (fine-tuning) use them.
 """
 
@@ -12,8 +12,8 @@ import torch
 
 
 def official_lr(step: int, peak: float, total: int, warmup: int) -> float:
-    """ELECTRA.md §2.2: a linear decay from the peak to 0 that starts at step 0 (0-based), times
-    the warmup ramp min(1, step / warmup)."""
+    """docs/specification.md §Optimizer: a linear decay from the peak to 0 that starts at step 0
+    (0-based), times the warmup ramp min(1, step / warmup)."""
     ramp = min(1.0, step / warmup) if warmup else 1.0
     return peak * max(0.0, 1.0 - step / total) * ramp
 
@@ -24,9 +24,10 @@ def decayed(name: str) -> bool:
 
 
 class ReferenceAdam:
-    """ELECTRA.md §2.2: m and v as Adam's; update = m / (sqrt(v) + eps) + wd * p; p -= lr * update.
-    With bias correction m and v are first divided by (1 - beta^t), as torch's AdamW does; the
-    official optimizer has none. Each parameter carries its own weight decay and LR scale."""
+    """docs/specification.md §Optimizer: m and v as Adam's;
+    update = m / (sqrt(v) + eps) + wd * p; p -= lr * update. With bias correction m and v are first
+    divided by (1 - beta^t), as torch's AdamW does; the official optimizer has none. Each parameter
+    carries its own weight decay and LR scale."""
 
     def __init__(self, params, betas=(0.9, 0.999), eps=1e-6, bias_correction=False):
         """params: (tensor, weight decay, LR scale) triples."""
@@ -52,8 +53,8 @@ class ReferenceAdam:
 
 
 def bert_init(model: torch.nn.Module, std: float = 0.02) -> None:
-    """BERT's init (ELECTRA.md §1): truncated normal (±2 std) for dense layers and embedding tables,
-    zero biases, LayerNorm scale 1 and shift 0."""
+    """BERT's init (docs/specification.md §Model): truncated normal (±2 std) for dense layers and
+    embedding tables, zero biases, LayerNorm scale 1 and shift 0."""
     for module in model.modules():
         if isinstance(module, torch.nn.Linear | torch.nn.Embedding):
             torch.nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)

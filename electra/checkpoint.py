@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import shutil
 import sys
@@ -36,6 +35,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from electra.atomic import atomic_dir, fsync_dir, fsync_file
 from electra.config import RunConfig
 from electra.distributed import any_rank
 from electra.errors import ElectraError
@@ -94,27 +94,17 @@ def _canonical_names(model: nn.Module) -> dict[str, str]:
     return {n: min(names) for names in by_tensor.values() for n in names}
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_files(tmp: Path, weights: dict, state: dict, cfg: RunConfig) -> None:
     save_file(weights, str(tmp / "model.safetensors"))
     torch.save(state, tmp / "state.pt")
     cfg.save(tmp / "config.json")
     sums = {}
     for name in FILES:
-        with open(tmp / name, "rb+") as f:
-            os.fsync(f.fileno())
+        fsync_file(tmp / name)
         sums[name] = _sha256(tmp / name)
     (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=2) + "\n")
-    with open(tmp / CHECKSUMS, "rb+") as f:
-        os.fsync(f.fileno())
-    _fsync_dir(tmp)
+    fsync_file(tmp / CHECKSUMS)
+    fsync_dir(tmp)
 
 
 def save_checkpoint(
@@ -139,19 +129,12 @@ def save_checkpoint(
     final = root / f"{PREFIX}{step:08d}"
     error = ""
     if is_main:
-        tmp = root / f".{final.name}.tmp"
         try:
-            root.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
             state = {"step": step, "optimizer": optim, "data": data_state, **(extra or {})}
-            _write_files(tmp, weights, state, cfg)
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.rename(final)
-            _fsync_dir(root)
+            # Files and folder flushed to disk before the rename, the rename after it.
+            with atomic_dir(final, fsync=True) as tmp:
+                _write_files(tmp, weights, state, cfg)
         except OSError as e:
-            shutil.rmtree(tmp, ignore_errors=True)
             previous = latest_complete(run_dir)
             error = f"cannot write checkpoint {final} ({e.strerror or e}); " + (
                 f"the last complete checkpoint, {previous.name}, is intact: free space, "

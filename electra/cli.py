@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ def _out_dir_guard(out: Path, overwrite: bool) -> None:
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
+    from electra.atomic import atomic_dir
     from electra.corpus import resolve_paths
     from electra.tokenizer import save_tokenizer, train_tokenizer
 
@@ -37,12 +37,8 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
         raise ElectraError(
             f"no text found in {', '.join(args.corpus)}: the tokenizer learned no tokens"
         )
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_tokenizer(tok, tmp, lowercase=not args.cased)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    with atomic_dir(out) as tmp:
+        save_tokenizer(tok, tmp, lowercase=not args.cased)
     size = tok.get_vocab_size()
     print(f"{_short_vocab_note(size, args)}tokenizer with {size} tokens -> {out}")
 
@@ -293,7 +289,7 @@ def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
     from electra.config import FinetuneConfig
 
     recipe = parser.add_argument_group(
-        "recipe (ELECTRA.md §5; 0 = the task's or model size's default)"
+        "recipe (docs/specification.md §Fine-tuning; 0 = the task's or model size's default)"
     )
     for f in fields(FinetuneConfig):
         flag = "--" + f.name.replace("_", "-")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -21,6 +20,7 @@ from typing import Any
 
 import tomllib
 
+from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
 
 
@@ -73,10 +73,11 @@ SHARINGS = ("none", "embeddings", "all", "gdes")
 
 @dataclass
 class ObjectiveConfig:
-    """The pretraining objective (ELECTRA.md §2.3) and the generator's size relative to the discriminator."""
+    """The pretraining objective (docs/specification.md §Replaced token detection) and the
+    generator's size relative to the discriminator."""
 
     # electra, electra15, mlm, replace_mlm, all_tokens_mlm, two_stage, adversarial, electric: one
-    # module each in electra/objectives/ (README: Objectives).
+    # module each in electra/objectives/ (docs/objectives.md).
     name: str = "electra"
     mask_prob: float = 0.15
     # Slots per row; 0 means the official int((mask_prob + 0.005) * seq_len).
@@ -178,8 +179,9 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
-    # The official optimizer has no Adam bias correction (ELECTRA.md §2.2): its updates are 3-6.5x
-    # larger than torch's over the first 100 steps, which the learning-parity benchmark shows matters.
+    # The official optimizer has no Adam bias correction (docs/specification.md §Optimizer): its
+    # updates are 3-6.5x larger than torch's over the first 100 steps, which the learning-parity
+    # benchmark shows matters.
     bias_correction: bool = False
     clip_norm: float = 1.0
     seed: int = 42
@@ -334,7 +336,8 @@ def _preset_small() -> RunConfig:
 
 
 def _preset_small_pp() -> RunConfig:
-    # The released "Small++": a full-width generator (ELECTRA.md §1, §10) and 4M steps.
+    # The released "Small++": a full-width generator and 4M steps
+    # (docs/specification.md §Model sizes).
     cfg = _preset_small()
     cfg.preset = "small++"
     cfg.objective.generator_hidden_fraction = 1.0
@@ -364,7 +367,8 @@ def _preset_large() -> RunConfig:
 
 def _preset_tiny() -> RunConfig:
     # For tests and the demo: about 3 CPU minutes. The paper's Small LR and 1/4-width generator;
-    # dropout off, as short runs learn faster without it (Cramming, ELECTRA.md §9).
+    # dropout off, as short runs learn faster without it
+    # (Cramming, docs/specification.md §Efficiency practice).
     model = _sized(128, 2, 64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model.num_attention_heads = 2
     return RunConfig(
@@ -497,12 +501,13 @@ def apply_overrides(
 
 @dataclass
 class FinetuneConfig:
-    """The fine-tuning recipe (ELECTRA.md §5 and §10: the paper's Table 7). A 0 means "the default
-    for this task or model size", resolved by `resolve_recipe` and saved resolved."""
+    """The fine-tuning recipe (docs/specification.md §Fine-tuning: the paper's Table 7). A 0 means
+    "the default for this task or model size", resolved by `resolve_recipe` and saved resolved."""
 
     lr: float = 0.0  # small 3e-4, base 1e-4, large 5e-5
     layerwise_lr_decay: float = 0.0  # 0.8; large 0.9
-    # The official code gives the top layer lr * decay^2 (ELECTRA.md §5, issue #51); off by default.
+    # The official code gives the top layer lr * decay^2 (docs/specification.md §Fine-tuning,
+    # issue #51); off by default.
     layerwise_off_by_one: bool = False
     weight_decay: float = 0.0  # paper 0; the official code 0.01
     warmup_proportion: float = 0.1
@@ -579,16 +584,3 @@ def resolve_recipe(
         epochs=cfg.epochs or epochs,
         max_seq_len=min(cfg.max_seq_len or max_seq_len, model.max_position_embeddings),
     )
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Writes text to a temporary file beside `path`, then renames it: readers never see half a file
-    (and two processes writing the same file never share a temporary one)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")

@@ -19,7 +19,6 @@ import json
 import multiprocessing
 import os
 import random
-import shutil
 import signal
 import sys
 from collections import deque
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tokenizers import Tokenizer
 
+from electra.atomic import atomic_dir
 from electra.corpus import ReadStats, iter_documents, resolve_paths
 from electra.errors import ElectraError
 from electra.tokenizer import (
@@ -409,12 +409,8 @@ def prepare(
         seq_len, seed, special.cls, special.sep, special.pad, dtype, packing, continuation_ids(tok)
     )
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f"{out_dir.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     stats = ReadStats()
-    try:
-        tmp.mkdir()
+    with atomic_dir(out_dir, tag=f"tmp-{os.getpid()}") as tmp:
         writer = _ShardWriter(tmp, seq_len, shard_size, dtype)
         docs = iter_documents(paths, stats, max_document_chars=MAX_DOCUMENT_CHARS)
         _pack_all(_chunks(docs), tok, settings, workers, writer.add)
@@ -451,10 +447,6 @@ def prepare(
         (tmp / "meta.json").write_text(
             json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
-        _replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
     _warn_losses(stats, meta["text_tokens"], packing)
     return {
@@ -522,17 +514,6 @@ def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
             f"{out_dir} exists and is not an electra data folder: remove it yourself or choose "
             "another output folder"
         )
-
-
-def _replace(tmp: Path, out_dir: Path) -> None:
-    """Move the finished folder into place, replacing an old one only now."""
-    if out_dir.exists():
-        old = out_dir.parent / f"{out_dir.name}.old-{os.getpid()}"
-        out_dir.rename(old)
-        tmp.rename(out_dir)
-        shutil.rmtree(old)
-    else:
-        tmp.rename(out_dir)
 
 
 class PretrainingData:

@@ -13,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from electra.atomic import atomic_path
 from electra.checkpoint import latest_complete
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data import prepare
@@ -42,12 +43,10 @@ def write_builtin_corpus(train: Path, held_out: Path) -> tuple[int, int]:
     files = {train: [n for i, n in enumerate(names) if i % HELD_OUT_EVERY != HELD_OUT_EVERY - 1]}
     files[held_out] = [n for n in names if n not in set(files[train])]
     for path, chosen in files.items():
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w", encoding="utf-8") as f:
+        with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
             for name in chosen:
                 lines = [line.strip() for line in topics[name].splitlines()]
                 f.write("\n".join(line for line in lines if line) + "\n\n")
-        tmp.replace(path)
     return len(files[train]), len(files[held_out])
 
 

@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
 from electra.checkpoint import checkpoint_dirs
-from electra.config import RunConfig, apply_overrides, preset, write_json_atomic, write_text_atomic
+from electra.config import RunConfig, apply_overrides, preset
 from electra.data import PretrainingData
 from electra.errors import ElectraError
 from electra.export import export_hf
@@ -391,7 +392,6 @@ def _save(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    tmp.replace(path)

@@ -1,4 +1,5 @@
-"""Export to Hugging Face: folders that `transformers` loads unchanged (ELECTRA.md §9 naming).
+"""Export to Hugging Face: folders that `transformers` loads unchanged
+(docs/specification.md §Hugging Face naming).
 
 Our module names are Hugging Face's, so export is a re-save through our own loader: the weights are
 checked against their config on the way, and a model that HF ELECTRA cannot represent is refused
@@ -7,7 +8,6 @@ rather than written as weights that load but compute something else.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import tokenizers
@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_model
 from torch import nn
 
+from electra.atomic import atomic_dir
 from electra.checkpoint import PREFIX, checkpoint_dirs
 from electra.config import RunConfig
 from electra.errors import ElectraError
@@ -88,15 +89,8 @@ def export_hf(
         roles = [r for r in ROLES if is_model_dir(model_path / r)]
         dirs = [(model_path / r, r) for r in roles] or [(resolve_model_dir(model_path), "")]
         sources = [(src, role, *load_pretrained(src)) for src, role in dirs]
-    tmp = out.with_name(f".{out.name}.export-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic_dir(out, tag="export-tmp") as tmp:
         for src, role, model, tokenizer in sources:
             check_exportable(model, src)
             save_pretrained(model, tmp / role if role else tmp, tokenizer)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return [out / role if role else out for _, role, _, _ in sources]

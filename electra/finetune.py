@@ -1,4 +1,5 @@
-"""Fine-tuning and evaluation: the paper's recipe (ELECTRA.md §5) over any task in `electra.tasks`.
+"""Fine-tuning and evaluation: the paper's recipe (docs/specification.md §Fine-tuning) over any
+task in `electra.tasks`.
 
 `finetune` reads top to bottom: load the pretrained encoder and the task's data, then for each seed
 build the head, train with layer-wise LR decay and the official schedule, predict the dev set and
@@ -25,13 +26,19 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from electra.atomic import (
+    atomic_dir,
+    atomic_path,
+    replace_dir,
+    temporary_dir,
+    write_json_atomic,
+)
 from electra.config import (
     FinetuneConfig,
     ModelConfig,
     coerce,
     field_types,
     resolve_recipe,
-    write_json_atomic,
 )
 from electra.errors import ElectraError
 from electra.graphs import GraphedTrainStep, ShapeGraphs, check_graphable
@@ -288,11 +295,9 @@ def evaluate_sets(
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -514,7 +519,7 @@ def finetune(
         file=sys.stderr,
     )
 
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    tmp = temporary_dir(out_dir)
     if not resume:
         shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True, exist_ok=True)
@@ -571,9 +576,7 @@ def finetune(
         "config": asdict(cfg),
     }
     write_json_atomic(tmp / "results.json", results)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    replace_dir(tmp, out_dir)
     return results
 
 
@@ -604,29 +607,24 @@ def evaluate(
     fitted = json.loads((source / FINETUNE_FILE).read_text()).get("baseline")
     baseline = baseline_scores(task, fitted, sets)
     out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write_jsonl(tmp / "predictions.jsonl", predictions)
-    files = []
-    for name in sets:
-        rows = [p for p in predictions if p.get("set", name) == name]
-        if split == "test" and any(r["label"] is None for r in rows):
-            files.append(task.write_submission(rows, name, tmp).name)
-    results = {
-        "task": task.name,
-        "model": str(source),
-        "split": split,
-        "main_metric": task.main_metric,
-        "metrics": scores,
-        "baseline": baseline,
-        **judge(task.main_metric, baseline, scores, predictions),
-        "examples": {k: len(v) for k, v in sets.items()},
-        "submission_files": files,
-        "config": asdict(cfg),
-    }
-    write_json_atomic(tmp / "results.json", results)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        write_jsonl(tmp / "predictions.jsonl", predictions)
+        files = []
+        for name in sets:
+            rows = [p for p in predictions if p.get("set", name) == name]
+            if split == "test" and any(r["label"] is None for r in rows):
+                files.append(task.write_submission(rows, name, tmp).name)
+        results = {
+            "task": task.name,
+            "model": str(source),
+            "split": split,
+            "main_metric": task.main_metric,
+            "metrics": scores,
+            "baseline": baseline,
+            **judge(task.main_metric, baseline, scores, predictions),
+            "examples": {k: len(v) for k, v in sets.items()},
+            "submission_files": files,
+            "config": asdict(cfg),
+        }
+        write_json_atomic(tmp / "results.json", results)
     return {**results, "out": str(out_dir)}

@@ -1,10 +1,11 @@
 """Analytic FLOP counts for a pretraining step, in two conventions (say which one a figure uses).
 
-- `official_train_flops`: the official counter's convention (flops_computation.py, ELECTRA.md §9),
-  so our figures compare with the paper's Table 1: training counts as 2x the forward pass; it
-  includes elementwise work (LayerNorm 5, activation 8, softmax 5, dropout 4 FLOPs per element),
-  counts the embedding lookup as a one-hot matrix product, and charges the generator's output head
-  for the fraction `max_predictions / seq_len` of positions. ELECTRA-Small, 1M steps: 1.29e18.
+- `official_train_flops`: the official counter's convention (flops_computation.py,
+  docs/specification.md §Published numbers), so our figures compare with the paper's Table 1:
+  training counts as 2x the forward pass; it includes elementwise work (LayerNorm 5, activation 8,
+  softmax 5, dropout 4 FLOPs per element), counts the embedding lookup as a one-hot matrix product,
+  and charges the generator's output head for the fraction `max_predictions / seq_len` of positions.
+  ELECTRA-Small, 1M steps: 1.29e18.
 - `model_flops_per_step`: what MFU divides by the hardware's matmul peak: matrix products only
   (2 FLOPs per multiply-add, attention scores and weighted values included), training as 3x the
   forward pass, and the generator's vocabulary head only at the masked positions it is run on.

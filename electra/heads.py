@@ -1,5 +1,5 @@
-"""Fine-tuning heads on the ELECTRA encoder (ELECTRA.md §5), named as in Hugging Face where a
-counterpart exists so the encoder's weights load by name.
+"""Fine-tuning heads on the ELECTRA encoder (docs/specification.md §Fine-tuning), named as in
+Hugging Face where a counterpart exists so the encoder's weights load by name.
 
 - `ElectraForSequenceClassification`: dropout and one linear layer on the final [CLS] vector
   (the paper's head; HF's adds a hidden layer). One output is a regression (STS-B).

@@ -1,9 +1,10 @@
 """The ELECTRA encoder and its two heads, as plain `nn.Module`s that know nothing of training.
 
-Architecture (ELECTRA.md §1): BERT's post-LayerNorm Transformer with an embedding size E that may
-differ from the hidden size H (then a linear `embeddings_project` maps E to H), exact-erf GELU, and
-SDPA attention. Module and parameter names follow Hugging Face's `modeling_electra.py`, so the state
-dict of `ElectraForPreTraining` / `ElectraForMaskedLM` here has the keys of their HF namesakes.
+Architecture (docs/specification.md §Model): BERT's post-LayerNorm Transformer with an embedding
+size E that may differ from the hidden size H (then a linear `embeddings_project` maps E to H),
+exact-erf GELU, and SDPA attention. Module and parameter names follow Hugging Face's
+`modeling_electra.py`, so the state dict of `ElectraForPreTraining` / `ElectraForMaskedLM` here has
+the keys of their HF namesakes.
 """
 
 from __future__ import annotations
@@ -207,7 +208,8 @@ class ElectraForPreTraining(nn.Module):
         self.electra = ElectraModel(cfg, embeddings)
         self.discriminator_predictions = ElectraDiscriminatorPredictions(cfg)
         init_weights(self, cfg.initializer_range)
-        # The official head's last layer keeps TF's default Glorot-uniform init (ELECTRA.md §2.3).
+        # The official head's last layer keeps TF's default Glorot-uniform init
+        # (docs/specification.md §Discriminator).
         nn.init.xavier_uniform_(self.discriminator_predictions.dense_prediction.weight)
 
     def forward(

@@ -1,4 +1,4 @@
-"""The official optimizer and learning-rate schedule (ELECTRA.md §2.2).
+"""The official optimizer and learning-rate schedule (docs/specification.md §Optimizer).
 
 BERT's AdamW: no bias correction (the default; `bias_correction` switches to torch's AdamW),
 decoupled weight decay, none on LayerNorm parameters or biases (embedding tables are decayed, as in
@@ -38,8 +38,8 @@ PINNED_STEP = float(2**30)
 
 
 class AdamWNoBiasCorrection(torch.optim.AdamW):
-    """BERT's `AdamWeightDecayOptimizer` (ELECTRA.md §2.2): Adam without bias correction, the
-    decay added to the update: p -= lr * (m / (sqrt(v) + eps) + wd * p).
+    """BERT's `AdamWeightDecayOptimizer` (docs/specification.md §Optimizer): Adam without bias
+    correction, the decay added to the update: p -= lr * (m / (sqrt(v) + eps) + wd * p).
 
     It runs torch's AdamW kernels (fused where they exist: one pass over each tensor) with every
     parameter's step count pinned at `PINNED_STEP`, where torch's bias corrections are exactly 1:

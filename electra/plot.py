@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from electra.atomic import atomic_path
 from electra.errors import ElectraError
 from electra.tracking import read_metrics
 
@@ -48,10 +49,9 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     right.grid(alpha=0.3)
     fig.suptitle(f"ELECTRA pretraining: {run_dir.resolve().parent.name}/{run_dir.name}")
     fig.tight_layout()
-    tmp = out.with_name(f".{out.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with atomic_path(out, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    tmp.replace(out)
     return out
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import pickle
 import re
-import shutil
 from collections.abc import Iterable
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
@@ -22,7 +21,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from electra.config import ModelConfig, RunConfig, write_json_atomic
+from electra.atomic import atomic_dir, write_json_atomic
+from electra.config import ModelConfig, RunConfig
 from electra.errors import ElectraError
 from electra.model import ElectraForMaskedLM, ElectraForPreTraining
 from electra.tokenizer import load_tokenizer, lowercases, save_tokenizer
@@ -35,25 +35,19 @@ ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order 
 
 
 def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Tokenizer) -> None:
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     config = {
         "architectures": [type(model).__name__],
         "model_type": "electra",
         "position_embedding_type": "absolute",
         **asdict(model.config),
     }
-    write_json_atomic(tmp / "config.json", config)
     # Tied tensors (the generator's output layer and its word table) are stored under both names,
     # as separate copies, so the file loads into any ELECTRA implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
-    save_tokenizer(tokenizer, tmp, lowercase=lowercases(tokenizer))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        write_json_atomic(tmp / "config.json", config)
+        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
+        save_tokenizer(tokenizer, tmp, lowercase=lowercases(tokenizer))
 
 
 def is_model_dir(path: Path) -> bool:

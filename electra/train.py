@@ -17,7 +17,8 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,14 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
+from electra.atomic import write_text_atomic
 from electra.checkpoint import (
     checkpoint_dirs,
     latest_complete,
     load_checkpoint,
     save_checkpoint,
 )
-from electra.config import RunConfig, with_architecture_of, write_text_atomic
+from electra.config import RunConfig, with_architecture_of
 from electra.data import BatchStream, PretrainingData
 from electra.distributed import (
     World,
@@ -225,11 +227,31 @@ def _pretrain(
     device: torch.device,
     cleanup: contextlib.ExitStack,
 ) -> Path:
+    """Resolve the config, build, fit, finish: each input is checked before the folder is written."""
     if not cfg.data.path:
         raise ElectraError(
             "no data folder: pass --data DIR (a folder written by `electra prepare`)"
         )
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
+    cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data)
+    run = build(cfg, run_dir, data, latest, init_from_pair, world, device)
+    if world.is_main:
+        # Every input checked: from here on this run writes the folder, and only this run.
+        cleanup.enter_context(RunLock(run_dir))
+        open_run_dir(run, fresh=latest is None)
+    failure = fit(run)
+    finish(run, failure)
+    return run_dir
+
+
+def resolve_run(
+    cfg: RunConfig, run_dir: Path, resume: bool, data: PretrainingData
+) -> tuple[RunConfig, Path | None, bool]:
+    """The config this run trains with, the checkpoint it resumes from (None: it starts afresh) and
+    whether it starts from a pretrained pair (`train.init_from`). It writes nothing: it refuses a
+    resume without a checkpoint, a new run into a used folder and data of another tokenizer, and
+    fits the config to the data (a resumed run takes its checkpoint's architecture, a pair's run
+    the pair's)."""
     latest = None
     if resume:
         latest = latest_complete(run_dir)
@@ -251,7 +273,40 @@ def _pretrain(
     if init_from_pair:
         cfg = configure_from_pair(cfg, data)
     cfg = fit_config_to_data(cfg, data, keep_vocab=latest is not None or init_from_pair)
+    return cfg, latest, init_from_pair
 
+
+@dataclass
+class Run:
+    """What the loop trains and where it stands: built by `build`, advanced by `fit`."""
+
+    cfg: RunConfig
+    run_dir: Path
+    data: PretrainingData
+    world: World
+    device: torch.device
+    objective: Objective
+    model: torch.nn.Module  # the objective, data parallel when distributed
+    optimizer: torch.optim.Optimizer
+    stream: BatchStream
+    micro_batch: int
+    stop: int  # the step this invocation stops at (train.stop_after or train.steps)
+    step: int = 0
+    elapsed_before: float = 0.0  # training time of the runs this one resumes
+    last_saved: str | None = None  # the newest checkpoint, named for messages
+
+
+def build(
+    cfg: RunConfig,
+    run_dir: Path,
+    data: PretrainingData,
+    latest: Path | None,
+    init_from_pair: bool,
+    world: World,
+    device: torch.device,
+) -> Run:
+    """The objective (from a pair's weights, or a checkpoint's), made data parallel, its optimizer
+    and the batch stream, restored from `latest` when resuming."""
     check_objective(cfg)
     check_graphable(cfg.train, device, world)
     micro_batch = cfg.train.micro_batch(world.world_size)
@@ -266,155 +321,210 @@ def _pretrain(
     groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
     optimizer = build_optimizer(groups, cfg.train, device)
     stream = BatchStream(data, micro_batch, cfg.train.seed, world.rank, world.world_size)
-    step, elapsed_before = 0, 0.0
+    stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
+    run = Run(
+        cfg, run_dir, data, world, device, objective, model, optimizer, stream, micro_batch, stop
+    )
     if latest is not None:
         state = load_checkpoint(latest, objective, optimizer)
-        step, elapsed_before = state["step"], state.get("elapsed_s", 0.0)
+        run.step, run.elapsed_before = state["step"], state.get("elapsed_s", 0.0)
         stream.load_state_dict(state["data"])
-    stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
-    if world.is_main:
-        # Every input checked: from here on this run writes the folder, and only this run.
-        cleanup.enter_context(RunLock(run_dir))
-        # Metrics a killed run logged after its last checkpoint are logged again from there.
-        drop_metrics_after(run_dir, step)
-        if latest is None:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
-        cfg.save(run_dir / "config.json")
-        print(describe(objective), file=sys.stderr)
-        if world.distributed:
-            print(
-                f"{cfg.train.parallel} over {world.world_size} processes: {micro_batch} sequences "
-                f"x {cfg.train.grad_accum} accumulation steps per process, "
-                f"{cfg.train.batch_size} per optimizer step",
-                file=sys.stderr,
-            )
-        if step >= stop:
-            print(
-                f"run {run_dir} is already at step {step}; raise --steps to train further",
-                file=sys.stderr,
-            )
+        run.last_saved = f"step {run.step}"
+    return run
+
+
+def open_run_dir(run: Run, fresh: bool) -> None:
+    """Rank 0 readies the run folder (its tokenizer, config and metrics) and says what it trains."""
+    cfg, run_dir = run.cfg, run.run_dir
+    # Metrics a killed run logged after its last checkpoint are logged again from there.
+    drop_metrics_after(run_dir, run.step)
+    if fresh:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(run.data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
+    cfg.save(run_dir / "config.json")
+    print(describe(run.objective), file=sys.stderr)
+    if run.world.distributed:
         print(
-            f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
-            "(the official counter's convention, as in the paper's Table 1)",
+            f"{cfg.train.parallel} over {run.world.world_size} processes: {run.micro_batch} "
+            f"sequences x {cfg.train.grad_accum} accumulation steps per process, "
+            f"{cfg.train.batch_size} per optimizer step",
             file=sys.stderr,
         )
-    tokens_per_step = cfg.train.batch_size * data.seq_len
-    params = [p for p in objective.parameters() if p.requires_grad]
-    step_fn = torch.compile(model, mode=cfg.train.compile_mode) if cfg.train.compile else model
-    if cfg.train.cuda_graph:
-        run_step = GraphedTrainStep(
-            step_fn, optimizer, params, cfg.train, device, objective.graph_key
+    if run.step >= run.stop:
+        print(
+            f"run {run_dir} is already at step {run.step}; raise --steps to train further",
+            file=sys.stderr,
         )
-    else:
-        run_step = functools.partial(train_step, step_fn, optimizer, params, cfg=cfg.train)
-    logger = RunLogger(run_dir, cfg.train.tensorboard) if world.is_main else None
+    print(
+        f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
+        "(the official counter's convention, as in the paper's Table 1)",
+        file=sys.stderr,
+    )
+
+
+def step_function(run: Run) -> Callable[..., torch.Tensor]:
+    """One optimizer step over a list of micro-batches (compiled, or captured in a CUDA graph, as
+    the config asks); it returns the device flag of a skipped step."""
+    train = run.cfg.train
+    params = [p for p in run.objective.parameters() if p.requires_grad]
+    step_fn = torch.compile(run.model, mode=train.compile_mode) if train.compile else run.model
+    if train.cuda_graph:
+        return GraphedTrainStep(
+            step_fn, run.optimizer, params, train, run.device, run.objective.graph_key
+        )
+    return functools.partial(train_step, step_fn, run.optimizer, params, cfg=train)
+
+
+def fit(run: Run) -> str:
+    """Trains from `run.step` to `run.stop`, or to a stop request, logging and checkpointing on
+    the way. It returns why it stopped early on non-finite steps ("" when it did not)."""
+    train = run.cfg.train
+    run_step = step_function(run)
+    logger = RunLogger(run.run_dir, train.tensorboard) if run.world.is_main else None
     bar = tqdm(
-        total=cfg.train.steps,
-        initial=step,
-        disable=not (cfg.train.progress and world.is_main),
+        total=train.steps,
+        initial=run.step,
+        disable=not (train.progress and run.world.is_main),
         unit="step",
         dynamic_ncols=True,
         file=sys.stderr,
         mininterval=0.5 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s
     )
-    objective.train()
-    window = Window()
-    guard = NonFiniteGuard(device)
-    last_saved = f"step {step}" if latest is not None else None
-    failure = ""
-    start = time.perf_counter()
+    run.objective.train()
     with StopRequest() as stop_request:
-        while step < stop:
-            lr = learning_rate(step, cfg.train.lr, cfg.train.steps, cfg.train.warmup)
-            set_learning_rate(optimizer, lr)
-            objective.begin_step(step)
-            micro_batches = [to_device(next(stream), device) for _ in range(cfg.train.grad_accum)]
-            seeds = [
-                micro_batch_seed(cfg.train.seed, step, i * world.world_size + world.rank)
-                for i in range(cfg.train.grad_accum)
-            ]
-            skipped = run_step(micro_batches, window=window, seeds=seeds)
-            guard.update(skipped)
-            step += 1
-            bar.update(1)
-
-            # One process stops at once on a request, logging its last steps; processes of a
-            # distributed run agree on stopping at the next logging or saving step.
-            stop_now = stop_request.requested and not world.distributed
-            log_now = step % cfg.train.log_every == 0 or step == stop or stop_now
-            save_now = step % cfg.train.save_every == 0 or step == stop
-            if not (log_now or save_now):
-                continue
-            # The loop's sync points: ranks agree here on stopping, and the guard is read.
-            if log_now:
-                record = window.summary(world.world_size)  # reads the device
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                now = time.perf_counter()
-                record.update(
-                    step=step,
-                    lr=lr,
-                    tokens_per_s=window.steps * tokens_per_step / (now - window.start),
-                    train_flops=official_train_flops(cfg, steps=step),
-                    elapsed_s=elapsed_before + now - start,
-                )
-                if logger is not None:
-                    logger.log(record)
-                bar.set_postfix(_postfix(record), refresh=False)
-                window = Window()
-            streak, current_streak = guard.read()
-            if streak >= cfg.train.max_skipped_steps:
-                failure = (
-                    f"stopped at step {step}: {streak} consecutive steps had a non-finite loss or "
-                    f"gradient (train.max_skipped_steps={cfg.train.max_skipped_steps}); the last "
-                    f"checkpoint, {last_saved or 'none'}, is from before them: lower train.lr or "
-                    f"check the data, then continue with `electra pretrain --resume {run_dir}`"
-                )
-                break
-            stopping = any_rank(stop_request.requested, device)
-            # No checkpoint amid skipped steps: the newest one stays from before them.
-            if (save_now or stopping) and not current_streak:
-                saving = time.perf_counter()
-                save_checkpoint(
-                    run_dir,
-                    step,
-                    objective,
-                    optimizer,
-                    stream.state_dict(),
-                    cfg,
-                    cfg.train.keep_last,
-                    extra={
-                        "elapsed_s": elapsed_before + saving - start,
-                        "world_size": world.world_size,
-                    },
-                    is_main=world.is_main,
-                )
-                last_saved = f"step {step}"
-                window.start += time.perf_counter() - saving  # tokens/s measures training only
-            if stopping:
-                break
+        failure = _loop(run, run_step, logger, bar, stop_request)
     bar.close()
     if logger is not None:
         logger.close()
+    return failure
+
+
+def _loop(
+    run: Run,
+    run_step: Callable[..., torch.Tensor],
+    logger: RunLogger | None,
+    bar: tqdm,
+    stop_request: StopRequest,
+) -> str:
+    train, world = run.cfg.train, run.world
+    window = Window()
+    guard = NonFiniteGuard(run.device)
+    start = time.perf_counter()
+    while run.step < run.stop:
+        lr = learning_rate(run.step, train.lr, train.steps, train.warmup)
+        set_learning_rate(run.optimizer, lr)
+        run.objective.begin_step(run.step)
+        micro_batches = [to_device(next(run.stream), run.device) for _ in range(train.grad_accum)]
+        seeds = [
+            micro_batch_seed(train.seed, run.step, i * world.world_size + world.rank)
+            for i in range(train.grad_accum)
+        ]
+        skipped = run_step(micro_batches, window=window, seeds=seeds)
+        guard.update(skipped)
+        run.step += 1
+        bar.update(1)
+
+        # One process stops at once on a request, logging its last steps; processes of a
+        # distributed run agree on stopping at the next logging or saving step.
+        stop_now = stop_request.requested and not world.distributed
+        log_now = run.step % train.log_every == 0 or run.step == run.stop or stop_now
+        save_now = run.step % train.save_every == 0 or run.step == run.stop
+        if not (log_now or save_now):
+            continue
+        # The loop's sync points: ranks agree here on stopping, and the guard is read.
+        if log_now:
+            _log(run, window, lr, start, logger, bar)
+            window = Window()
+        streak, current_streak = guard.read()
+        if streak >= train.max_skipped_steps:
+            return _non_finite_failure(run, streak)
+        stopping = any_rank(stop_request.requested, run.device)
+        # No checkpoint amid skipped steps: the newest one stays from before them.
+        if (save_now or stopping) and not current_streak:
+            _save(run, window, start)
+        if stopping:
+            break
+    return ""
+
+
+def _log(
+    run: Run,
+    window: Window,
+    lr: float,
+    start: float,
+    logger: RunLogger | None,
+    bar: tqdm,
+) -> None:
+    """Logs the window's statistics, read back from the device, with the throughput."""
+    record = window.summary(run.world.world_size)  # reads the device
+    if run.device.type == "cuda":
+        torch.cuda.synchronize()
+    now = time.perf_counter()
+    tokens_per_step = run.cfg.train.batch_size * run.data.seq_len
+    record.update(
+        step=run.step,
+        lr=lr,
+        tokens_per_s=window.steps * tokens_per_step / (now - window.start),
+        train_flops=official_train_flops(run.cfg, steps=run.step),
+        elapsed_s=run.elapsed_before + now - start,
+    )
+    if logger is not None:
+        logger.log(record)
+    bar.set_postfix(_postfix(record), refresh=False)
+
+
+def _save(run: Run, window: Window, start: float) -> None:
+    """Checkpoints the run; the time it takes is left out of the window's tokens/s."""
+    saving = time.perf_counter()
+    save_checkpoint(
+        run.run_dir,
+        run.step,
+        run.objective,
+        run.optimizer,
+        run.stream.state_dict(),
+        run.cfg,
+        run.cfg.train.keep_last,
+        extra={
+            "elapsed_s": run.elapsed_before + saving - start,
+            "world_size": run.world.world_size,
+        },
+        is_main=run.world.is_main,
+    )
+    run.last_saved = f"step {run.step}"
+    window.start += time.perf_counter() - saving  # tokens/s measures training only
+
+
+def _non_finite_failure(run: Run, streak: int) -> str:
+    limit = run.cfg.train.max_skipped_steps
+    return (
+        f"stopped at step {run.step}: {streak} consecutive steps had a non-finite loss or "
+        f"gradient (train.max_skipped_steps={limit}); the last "
+        f"checkpoint, {run.last_saved or 'none'}, is from before them: lower train.lr or "
+        f"check the data, then continue with `electra pretrain --resume {run.run_dir}`"
+    )
+
+
+def finish(run: Run, failure: str) -> None:
+    """Raises a failure; else, when the schedule is done, writes RUN/discriminator and
+    RUN/generator, and tells how to continue a run that stopped early."""
     if failure:
         raise ElectraError(failure)
-    if step >= cfg.train.steps:
-        models = final_models(objective, cfg, data, world.is_main)
+    world, run_dir = run.world, run.run_dir
+    if run.step >= run.cfg.train.steps:
+        models = final_models(run.objective, run.cfg, run.data, world.is_main)
         if world.is_main:
             tokenizer = load_tokenizer(run_dir / "tokenizer")
             for role, network in models.items():
                 save_pretrained(network, run_dir / role, tokenizer)
             print(
-                f"done: {step} steps; models in {run_dir}/{{{','.join(models)}}}",
+                f"done: {run.step} steps; models in {run_dir}/{{{','.join(models)}}}",
                 file=sys.stderr,
             )
     elif world.is_main:
         print(
-            f"stopped at step {step}: continue with `electra pretrain --resume {run_dir}`",
+            f"stopped at step {run.step}: continue with `electra pretrain --resume {run_dir}`",
             file=sys.stderr,
         )
-    return run_dir
 
 
 def final_models(

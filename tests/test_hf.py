@@ -23,7 +23,8 @@ transformers = pytest.importorskip(
     "transformers", reason="transformers (the hf extra) not installed"
 )
 
-# The configs of google/electra-{small,base,large}-{discriminator,generator} (ELECTRA.md §9).
+# The configs of google/electra-{small,base,large}-{discriminator,generator}
+# (docs/specification.md §Hugging Face naming).
 RELEASED = {
     "small-discriminator": ("ElectraForPreTraining", 128, 256, 12, 4, 1024),
     "small-generator": ("ElectraForMaskedLM", 128, 256, 12, 4, 1024),

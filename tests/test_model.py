@@ -9,7 +9,8 @@ from electra.config import generator_config, preset
 from electra.model import ElectraForMaskedLM, ElectraForPreTraining, count_parameters
 from electra.objectives import build_objective
 
-# ELECTRA.md §1: discriminator embeddings + encoder, and generator parameters not shared.
+# docs/specification.md §Model sizes: discriminator embeddings + encoder, and generator parameters
+# not shared.
 EXPECTED = {"small": (13.48e6, 0.65e6), "base": (108.9e6, 9.9e6), "large": (334.1e6, 19.5e6)}
 
 

@@ -1,4 +1,5 @@
-"""The official optimizer, its parameter groups and the LR schedule (ELECTRA.md §2.2)."""
+"""The official optimizer, its parameter groups and the LR schedule
+(docs/specification.md §Optimizer)."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ class MaskedLM:
 
 @dataclass
 class Corruption:
-    """A batch after masking and generator sampling (ELECTRA.md §2.3)."""
+    """A batch after masking and generator sampling (docs/specification.md §Masking)."""
 
     gen: MaskedLM  # the generator's step
     sampled: torch.Tensor  # [B, N] a sample per slot
@@ -88,7 +88,8 @@ class Objective(nn.Module):
     """Settings, special ids and the static slot count, plus the steps objectives share."""
 
     name: ClassVar[str] = ""
-    # The `objective.sharing` values this objective can build (ELECTRA.md §2.3, §9 for gdes).
+    # The `objective.sharing` values this objective can build
+    # (docs/specification.md §Weight sharing).
     sharings: ClassVar[tuple[str, ...]] = ("none", "embeddings")
     # True when its networks start training at different steps: the optimizer then keeps a
     # step count per network (`electra.optim.param_groups`).
@@ -179,8 +180,9 @@ class Objective(nn.Module):
 def binary_loss(
     logits: torch.Tensor, labels: torch.Tensor, where: torch.Tensor
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The discriminator's sigmoid cross-entropy as a token-level mean over `where` (ELECTRA.md
-    §2.3: all real tokens, [CLS] and [SEP] included), and its accuracy and positive rate there."""
+    """The discriminator's sigmoid cross-entropy as a token-level mean over `where`
+    (docs/specification.md §Discriminator: all real tokens, [CLS] and [SEP] included), and its
+    accuracy and positive rate there."""
     per_token = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")
     loss = weighted_mean(per_token, where)
     with torch.no_grad():

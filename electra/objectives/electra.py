@@ -1,4 +1,5 @@
-"""Replaced token detection (ELECTRA.md §2.3) and Table 5's ELECTRA 15%.
+"""Replaced token detection (docs/specification.md §Replaced token detection) and Table 5's
+ELECTRA 15%.
 
 - `electra`: a small generator fills the masked slots with its samples, the discriminator labels
   every real token original or replaced; loss = gen_weight * MLM + disc_weight * RTD (1 and 50).

@@ -1,6 +1,6 @@
-"""Electric (ELECTRA.md §3; Clark et al. 2020, "Pre-Training Transformers as Energy-Based Cloze
-Models"): the discriminator's raw output s_t is an energy E(x)_t, trained by noise-contrastive
-estimation against a two-tower cloze noise model q.
+"""Electric (docs/specification.md §Electric; Clark et al. 2020, "Pre-Training Transformers as
+Energy-Based Cloze Models"): the discriminator's raw output s_t is an energy E(x)_t, trained by
+noise-contrastive estimation against a two-tower cloze noise model q.
 
 - q(x_t | x_\\t): two causal towers of the generator's size read the *unmasked* input, one left to
   right, one right to left, sharing embeddings; position t concatenates the left tower's state at

@@ -1,5 +1,5 @@
-"""Dynamic masking (ELECTRA.md §2.3, `PH.mask`): which positions each row predicts, what the masked
-input holds there, and how a generator's samples are written back into the sequence.
+"""Dynamic masking (docs/specification.md §Masking): which positions each row predicts, what the
+masked input holds there, and how a generator's samples are written back into the sequence.
 
 Every tensor shape is static: each row gets exactly `num_slots` prediction slots, and rows that need
 fewer carry zero-weight slots, so a step compiles once and never syncs with the host.

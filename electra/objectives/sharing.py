@@ -1,5 +1,5 @@
 """Building a generator beside the network it trains, with the weight sharing `objective.sharing`
-names (ELECTRA.md §2.3, §3.2 of the paper; §9 for GDES):
+names (docs/specification.md §Weight sharing; §3.2 of the paper):
 
 - `none`: two separate networks.
 - `embeddings` (the official code): word, position and token-type tables and the embedding

@@ -37,7 +37,7 @@ class Encoded:
 class Task:
     name: str = ""
     family: str = ""
-    epochs: int = 3  # ELECTRA.md §5: 3, except RTE/STS-B 10 and SQuAD 2
+    epochs: int = 3  # docs/specification.md §Fine-tuning: 3, except RTE/STS-B 10 and SQuAD 2
     max_seq_len: int = 128
     eval_batch_size: int = 64
     main_metric: str = ""

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from electra import metrics
-from electra.config import ModelConfig, write_text_atomic
+from electra.atomic import write_text_atomic
+from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.heads import ElectraForSequenceClassification
 from electra.tasks.base import Encoded, Task, pack, to_tensors, token_ids

@@ -1,5 +1,6 @@
 """SQuAD 1.1 and 2.0: the official JSON format, sliding windows over long contexts, the
-answerability-aware head of ELECTRA.md §5, n-best span decoding, and official scoring.
+answerability-aware head of docs/specification.md §Fine-tuning, n-best span decoding, and official
+scoring.
 
 Token-to-character offsets come from the tokenizer, so an answer is cut straight from the original
 context. A window that does not hold the gold answer is trained to point at position 0 and is
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from electra import metrics
-from electra.config import write_json_atomic
+from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
 from electra.heads import ElectraForQuestionAnswering
 from electra.tasks.base import Encoded, Task, to_tensors

@@ -1,0 +1,103 @@
+"""`resolve_run`: the decisions taken before a pretraining run writes anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from electra.checkpoint import checkpoint_dirs
+from electra.data import PretrainingData
+from electra.errors import ElectraError
+from electra.runlock import LOCK_FILE
+from electra.train import pretrain, resolve_run
+from tests.conftest import tiny_cfg
+
+
+@pytest.fixture(autouse=True)
+def not_restarted(monkeypatch):
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+
+
+@pytest.fixture(scope="module")
+def finished_run(wikitext_data, tmp_path_factory) -> Path:
+    """A two-step run: checkpoints, and a discriminator/generator pair."""
+    cfg = tiny_cfg(wikitext_data, **{"train.steps": 2})
+    return pretrain(cfg, tmp_path_factory.mktemp("finished") / "run")
+
+
+def data_of(cfg) -> PretrainingData:
+    return PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
+
+
+def test_a_new_run_fits_the_config_to_the_data_and_writes_nothing(wikitext_data, tmp_path):
+    cfg = tiny_cfg(wikitext_data, **{"model.vocab_size": 7, "model.pad_token_id": 3})
+    data = data_of(cfg)
+    run_dir = tmp_path / "run"
+    fitted, latest, from_pair = resolve_run(cfg, run_dir, False, data)
+    assert (latest, from_pair) == (None, False)
+    assert fitted.model.vocab_size == data.vocab_size
+    assert fitted.model.pad_token_id == data.special.pad
+    assert fitted.data.seq_len == data.seq_len
+    assert fitted.model.hidden_size == cfg.model.hidden_size
+    assert not run_dir.exists()
+    run_dir.mkdir()
+    (run_dir / LOCK_FILE).touch()  # a folder holding only a lock is still new
+    assert resolve_run(cfg, run_dir, False, data)[0] == fitted
+
+
+def test_sequences_longer_than_the_model_takes_are_refused(wikitext_data, tmp_path):
+    cfg = tiny_cfg(wikitext_data, **{"model.max_position_embeddings": 32})
+    with pytest.raises(ElectraError, match=r"max_position_embeddings=32 is shorter than .* 64"):
+        resolve_run(cfg, tmp_path / "run", False, data_of(cfg))
+
+
+def test_a_used_folder_is_not_started_again(wikitext_data, tmp_path):
+    cfg = tiny_cfg(wikitext_data)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    with pytest.raises(ElectraError, match=r"already exists: continue it with --resume"):
+        resolve_run(cfg, tmp_path / "run", False, data_of(cfg))
+
+
+def test_resuming_needs_a_complete_checkpoint(wikitext_data, tmp_path):
+    cfg = tiny_cfg(wikitext_data)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with pytest.raises(ElectraError, match=r"has no checkpoint to resume from: start it without"):
+        resolve_run(cfg, run_dir, True, data_of(cfg))
+    (run_dir / "checkpoints" / "step_000002").mkdir(parents=True)
+    with pytest.raises(ElectraError, match=r"has only incomplete checkpoints to resume from"):
+        resolve_run(cfg, run_dir, True, data_of(cfg))
+
+
+def test_a_restarted_worker_without_a_checkpoint_starts_afresh(
+    wikitext_data, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    cfg = tiny_cfg(wikitext_data)
+    assert resolve_run(cfg, tmp_path / "run", True, data_of(cfg))[1:] == (None, False)
+
+
+def test_a_resumed_run_keeps_its_checkpoints_architecture(finished_run, wikitext_data):
+    cfg = tiny_cfg(wikitext_data, **{"model.hidden_size": 48, "train.steps": 4})
+    fitted, latest, from_pair = resolve_run(cfg, finished_run, True, data_of(cfg))
+    assert latest == checkpoint_dirs(finished_run)[-1]
+    assert from_pair is False
+    saved = tiny_cfg(wikitext_data)
+    assert fitted.model.hidden_size == saved.model.hidden_size != 48
+    assert fitted.train.steps == 4  # the schedule is this invocation's
+
+
+def test_a_pair_gives_its_architecture_and_keeps_its_vocabulary(
+    finished_run, wikitext_data, tmp_path
+):
+    cfg = tiny_cfg(wikitext_data, **{"model.hidden_size": 48, "train.init_from": str(finished_run)})
+    data = data_of(cfg)
+    fitted, latest, from_pair = resolve_run(cfg, tmp_path / "run", False, data)
+    assert (latest, from_pair) == (None, True)
+    pair = tiny_cfg(wikitext_data)
+    assert fitted.model.hidden_size == pair.model.hidden_size
+    assert fitted.model.vocab_size == data.vocab_size  # as the pair was trained
+    assert fitted.objective.name == "electra"
+    assert fitted.objective.generator_hidden_size > 0
