@@ -39,9 +39,9 @@ import torch
 
 from electra.config import FinetuneConfig, preset, resolve_recipe
 from electra.finetune import load_encoder, predict, train_model
-from electra.host_memory import keep_freed_memory
 from electra.model import ElectraForPreTraining
 from electra.pretrained import save_pretrained
+from electra.runtime import Runtime, configure_process
 from electra.tasks import get_task
 from electra.tokenizer import train_tokenizer
 
@@ -93,10 +93,10 @@ class Ours:
 
     def train(self) -> float:
         self.model = self._fresh()
-        train_model(self.task, self.model, self.warm, self.cfg, self.device, seed=0)
+        train_model(self.task, self.model, self.warm, Runtime.of(self.cfg, self.device), seed=0)
         sync(self.device)
         start = time.perf_counter()
-        train_model(self.task, self.model, self.timed, self.cfg, self.device, seed=1)
+        train_model(self.task, self.model, self.timed, Runtime.of(self.cfg, self.device), seed=1)
         sync(self.device)
         return len(self.timed) / (time.perf_counter() - start)
 
@@ -109,9 +109,7 @@ class Ours:
                 self.model,
                 self.dev_rows,
                 self.dev,
-                self.device,
-                self.args.precision,
-                self.args.cuda_graph,
+                Runtime(self.device, self.args.precision, cuda_graph=self.args.cuda_graph),
             )
             sync(self.device)
         return len(self.dev_rows) / (time.perf_counter() - start)
@@ -232,8 +230,7 @@ def main() -> None:
     device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if device.type == "cpu":
-        keep_freed_memory()
+    configure_process(device)
     task = get_task(args.task)
     folder = args.glue / GLUE_DIRS[args.task]
     work = Path(tempfile.mkdtemp())

@@ -362,7 +362,24 @@ def cmd_score(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="electra", description="Pretrain ELECTRA text encoders.")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_tokenizer(sub)
+    _add_prepare(sub)
+    _add_pretrain(sub)
+    _add_experiment(sub)
+    _add_detect(sub)
+    _add_score_text(sub)
+    _add_export(sub)
+    _add_finetune(sub)
+    _add_evaluate(sub)
+    _add_score(sub)
+    _add_plot(sub)
+    _add_presets(sub)
+    _add_demo(sub)
+    _add_threads(sub)
+    return p
 
+
+def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
     tok = sub.add_parser("tokenizer", help="train a WordPiece tokenizer")
     tok_sub = tok.add_subparsers(dest="action", required=True)
     t = tok_sub.add_parser("train", help="train WordPiece on a corpus (uncased unless --cased)")
@@ -374,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--overwrite", action="store_true")
     t.set_defaults(func=cmd_tokenizer_train)
 
+
+def _add_prepare(sub: argparse._SubParsersAction) -> None:
     pr = sub.add_parser("prepare", help="tokenize and pack a corpus into a sharded token store")
     pr.add_argument("corpus", nargs="+", help="text/jsonl/gz files, globs or folders")
     pr.add_argument(
@@ -393,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--overwrite", action="store_true")
     pr.set_defaults(func=cmd_prepare)
 
+
+def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     pt = sub.add_parser(
         "pretrain",
         help="pretrain an ELECTRA discriminator and generator",
@@ -424,6 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
 
+
+def _add_experiment(sub: argparse._SubParsersAction) -> None:
     xp = sub.add_parser(
         "experiment",
         help="pretrain arms at equal training FLOPs, fine-tune each on GLUE, table and plots",
@@ -447,12 +470,16 @@ def build_parser() -> argparse.ArgumentParser:
     xp.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
     xp.set_defaults(func=cmd_experiment)
 
+
+def _add_detect(sub: argparse._SubParsersAction) -> None:
     de = sub.add_parser("detect", help="per-token probability of 'replaced'")
     de.add_argument("--model", required=True, help="a run folder or a discriminator model folder")
     de.add_argument("text", nargs="+")
     de.add_argument("--json", action="store_true", help="print a JSON list of {token, p_replaced}")
     de.set_defaults(func=cmd_detect)
 
+
+def _add_score_text(sub: argparse._SubParsersAction) -> None:
     st = sub.add_parser(
         "score-text", help="Electric's pseudo-log-likelihood of each text (for re-ranking)"
     )
@@ -461,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="print {text, pll, tokens, energies}")
     st.set_defaults(func=cmd_score_text)
 
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("export", help="write Hugging Face model folders")
     ex.add_argument("--model", required=True, help="a run folder, a pair folder or a model folder")
     ex.add_argument("--format", choices=["hf"], default="hf")
@@ -473,6 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--overwrite", action="store_true")
     ex.set_defaults(func=cmd_export)
 
+
+def _add_finetune(sub: argparse._SubParsersAction) -> None:
     ft = sub.add_parser("finetune", help="fine-tune on a GLUE, SQuAD or NER task and score dev")
     ft.add_argument(
         "--model", required=True, help="a pretrained model folder, run folder or HF folder"
@@ -493,6 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_finetune_flags(ft)
     ft.set_defaults(func=cmd_finetune)
 
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("evaluate", help="predict and score a split with a fine-tuned model")
     ev.add_argument(
         "--model", required=True, help="a finetune --out folder (its best seed) or a seed folder"
@@ -504,6 +537,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default="auto")
     ev.set_defaults(func=cmd_evaluate)
 
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
     sc = sub.add_parser("score", help="score a predictions file as the official scripts do")
     sc.add_argument("--task", required=True)
     sc.add_argument(
@@ -516,26 +551,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.set_defaults(func=cmd_score)
 
+
+def _add_plot(sub: argparse._SubParsersAction) -> None:
     pl = sub.add_parser("plot", help="plot a run's learning curves to PNG")
     pl.add_argument("run")
     pl.add_argument("--out")
     pl.set_defaults(func=cmd_plot)
 
+
+def _add_presets(sub: argparse._SubParsersAction) -> None:
     ps = sub.add_parser("presets", help="list the presets and their parameter counts")
     ps.set_defaults(func=cmd_presets)
 
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
     dm = sub.add_parser("demo", help="the whole pipeline on a built-in corpus, on CPU, in minutes")
     dm.add_argument("--out", default="electra-demo")
     dm.add_argument("--steps", type=int, help="pretraining steps (default: the tiny preset's)")
     dm.set_defaults(func=cmd_demo)
 
+
+def _add_threads(sub: argparse._SubParsersAction) -> None:
+    """--threads for the commands that run torch."""
     for name in ("pretrain", "experiment", "detect", "score-text", "finetune", "evaluate", "demo"):
         sub.choices[name].add_argument(
             "--threads",
             help="CPU threads for torch (default auto: one per core; idle threads wait briefly, "
             "then sleep, so a machine shared with other jobs degrades gracefully)",
         )
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,14 +115,17 @@ class ExampleBuilder:
         first = first[: self.max_len - 2]
         second = second[: max(0, self.max_len - len(first) - 3)]
         self.tokens_kept += len(first) + len(second)
+        self._next_example()
+        return first, second
 
+    def _next_example(self) -> None:
+        """Counts the example just built and draws the next one's target length."""
         self.random_target += self.target != self.max_len
         self.lines, self.length = [], 0
         if self.rng.random() < 0.05:
             self.target = self.rng.randint(5, self.max_len)
         else:
             self.target = self.max_len
-        return first, second
 
 
 class CarryingBuilder(ExampleBuilder):
@@ -175,12 +178,7 @@ class CarryingBuilder(ExampleBuilder):
         self.single_segment += self.single
         cut = 0 if self.single or len(tokens) < 2 else self._segment_cut(tokens)
         self.tokens_kept += len(tokens)
-        self.random_target += self.target != self.max_len
-        self.lines, self.length = [], 0
-        if self.rng.random() < 0.05:
-            self.target = self.rng.randint(5, self.max_len)
-        else:
-            self.target = self.max_len
+        self._next_example()
         self.single = self.rng.random() < 0.1
         return (tokens[:cut], tokens[cut:]) if cut else (tokens, [])
 
@@ -384,65 +382,17 @@ def prepare(
     """
     if isinstance(corpus, str | Path):
         corpus = [str(corpus)]
-    _check_int(
-        "seq_len",
-        seq_len,
-        MIN_SEQ_LEN,
-        MAX_SEQ_LEN,
-        ": ELECTRA uses 128 (small) or 512 (base, large), and lengths are stored as int16",
-    )
-    _check_int("shard_size", shard_size, 1, None)
-    _check_int("seed", seed, None, None)
-    if workers is None:
-        workers = os.cpu_count() or 1
-    _check_int("workers", workers, 1, None)
-    if packing not in PACKINGS:
-        raise ElectraError(f"packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
+    workers = _check_prepare_args(seq_len, shard_size, seed, workers, packing)
     out_dir = Path(out_dir)
     _check_out_dir(out_dir, overwrite)
     paths = resolve_paths(corpus)
     tok = load_tokenizer(tokenizer_path)
-    special = special_ids(tok)
-    vocab_size = tok.get_vocab_size(with_added_tokens=True)
-    dtype = "uint16" if vocab_size <= 65535 else "int32"
-    settings = _PackSettings(
-        seq_len, seed, special.cls, special.sep, special.pad, dtype, packing, continuation_ids(tok)
-    )
+    settings = _pack_settings(tok, seq_len, seed, packing)
 
     stats = ReadStats()
     with atomic_dir(out_dir, tag=f"tmp-{os.getpid()}") as tmp:
-        writer = _ShardWriter(tmp, seq_len, shard_size, dtype)
-        docs = iter_documents(paths, stats, max_document_chars=MAX_DOCUMENT_CHARS)
-        _pack_all(_chunks(docs), tok, settings, workers, writer.add)
-        writer.close()
-        if writer.num_examples == 0:
-            raise ElectraError(
-                f"no text found in the corpus ({stats.files} files read): check the paths "
-                "and that the files hold text"
-            )
-        meta = {
-            "format": FORMAT,
-            "seq_len": seq_len,
-            "num_examples": writer.num_examples,
-            "num_tokens": writer.num_tokens,
-            "shards": writer.shards,
-            "vocab_size": vocab_size,
-            "tokenizer": "tokenizer",
-            "tokenizer_fingerprint": fingerprint(tok),
-            "special_ids": asdict(special),
-            "dtype": dtype,
-            "seed": seed,
-            "corpus": [str(spec) for spec in corpus],
-            "read_stats": asdict(stats),
-            "text_tokens": _text_tokens(writer.counts),
-            "builder": {
-                "packing": packing,
-                "chunk_docs": CHUNK_DOCS,
-                "chunk_chars": CHUNK_CHARS,
-                "single_segment": writer.counts["single_segment"],
-                "random_target": writer.counts["random_target"],
-            },
-        }
+        writer = _pack_corpus(tmp, paths, tok, settings, shard_size, workers, stats)
+        meta = _meta(tok, settings, writer, stats, corpus)
         save_tokenizer(tok, tmp / "tokenizer", lowercase=lowercases(tok))
         (tmp / "meta.json").write_text(
             json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8"
@@ -459,6 +409,102 @@ def prepare(
         "bad_utf8_lines": stats.bad_utf8_lines,
         "truncated_lines": stats.truncated_lines,
         "text_tokens": meta["text_tokens"],
+    }
+
+
+def _check_prepare_args(
+    seq_len: int, shard_size: int, seed: int, workers: int | None, packing: str
+) -> int:
+    """Checks `prepare`'s numbers and packing; returns the worker count (None: all cores)."""
+    _check_int(
+        "seq_len",
+        seq_len,
+        MIN_SEQ_LEN,
+        MAX_SEQ_LEN,
+        ": ELECTRA uses 128 (small) or 512 (base, large), and lengths are stored as int16",
+    )
+    _check_int("shard_size", shard_size, 1, None)
+    _check_int("seed", seed, None, None)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    _check_int("workers", workers, 1, None)
+    if packing not in PACKINGS:
+        raise ElectraError(f"packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
+    return workers
+
+
+def _pack_settings(tok: Tokenizer, seq_len: int, seed: int, packing: str) -> _PackSettings:
+    """The builder's settings for `tok`: its special ids, and the smallest dtype its ids fit."""
+    special = special_ids(tok)
+    return _PackSettings(
+        seq_len,
+        seed,
+        special.cls,
+        special.sep,
+        special.pad,
+        _ids_dtype(tok),
+        packing,
+        continuation_ids(tok),
+    )
+
+
+def _ids_dtype(tok: Tokenizer) -> str:
+    return "uint16" if tok.get_vocab_size(with_added_tokens=True) <= 65535 else "int32"
+
+
+def _pack_corpus(
+    folder: Path,
+    paths: list[Path],
+    tok: Tokenizer,
+    settings: _PackSettings,
+    shard_size: int,
+    workers: int,
+    stats: ReadStats,
+) -> _ShardWriter:
+    """Packs the documents of `paths` into shards in `folder`, counting what is read in `stats`;
+    an error when no example came out."""
+    writer = _ShardWriter(folder, settings.seq_len, shard_size, settings.dtype)
+    docs = iter_documents(paths, stats, max_document_chars=MAX_DOCUMENT_CHARS)
+    _pack_all(_chunks(docs), tok, settings, workers, writer.add)
+    writer.close()
+    if writer.num_examples == 0:
+        raise ElectraError(
+            f"no text found in the corpus ({stats.files} files read): check the paths "
+            "and that the files hold text"
+        )
+    return writer
+
+
+def _meta(
+    tok: Tokenizer,
+    settings: _PackSettings,
+    writer: _ShardWriter,
+    stats: ReadStats,
+    corpus: Sequence[str],
+) -> dict:
+    """The data folder's meta.json: its format, shards, tokenizer and how it was built."""
+    return {
+        "format": FORMAT,
+        "seq_len": settings.seq_len,
+        "num_examples": writer.num_examples,
+        "num_tokens": writer.num_tokens,
+        "shards": writer.shards,
+        "vocab_size": tok.get_vocab_size(with_added_tokens=True),
+        "tokenizer": "tokenizer",
+        "tokenizer_fingerprint": fingerprint(tok),
+        "special_ids": asdict(special_ids(tok)),
+        "dtype": settings.dtype,
+        "seed": settings.seed,
+        "corpus": [str(spec) for spec in corpus],
+        "read_stats": asdict(stats),
+        "text_tokens": _text_tokens(writer.counts),
+        "builder": {
+            "packing": settings.packing,
+            "chunk_docs": CHUNK_DOCS,
+            "chunk_chars": CHUNK_CHARS,
+            "single_segment": writer.counts["single_segment"],
+            "random_target": writer.counts["random_target"],
+        },
     }
 
 

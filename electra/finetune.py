@@ -17,7 +17,7 @@ import re
 import shutil
 import statistics
 import sys
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,8 @@ from electra.config import (
     resolve_recipe,
 )
 from electra.errors import ElectraError
-from electra.graphs import GraphedTrainStep, ShapeGraphs, check_graphable
+from electra.graphs import check_graphable
 from electra.heads import HEADS
-from electra.host_memory import keep_freed_memory
 from electra.objectives import StepOutput
 from electra.optim import build_optimizer, learning_rate, set_learning_rate
 from electra.packing import pack_batch
@@ -55,11 +54,18 @@ from electra.pretrained import (
     resolve_model_dir,
     save_pretrained,
 )
-from electra.step import Window, autocast, train_step
+from electra.runtime import (
+    Runtime,
+    configure_process,
+    inference_function,
+    resolve_device,
+    to_device,
+    train_step_function,
+)
+from electra.step import Window
 from electra.tasks import get_task
 from electra.tasks.base import Batch, Encoded, Task
 from electra.tokenizer import load_tokenizer
-from electra.train import resolve_device, to_device
 
 FINETUNE_FILE = "finetune.json"
 
@@ -112,11 +118,13 @@ def task_step(task: Task, model: nn.Module, reduction: str, **batch: torch.Tenso
 
 
 def train_model(
-    task: Task, model: nn.Module, data: Encoded, cfg: FinetuneConfig, device, seed: int
+    task: Task, model: nn.Module, data: Encoded, cfg: FinetuneConfig, runtime: Runtime, seed: int
 ) -> list[float]:
-    """Trains in place; returns the mean per-example loss of each epoch. A step is pretraining's
-    (`electra.step.train_step`: clipping, and no update where the loss or the gradient is not
-    finite), captured per batch shape under `cfg.cuda_graph`."""
+    """Trains in place on `runtime.device`; returns the mean per-example loss of each epoch. A
+    step is pretraining's (`electra.step.train_step`: clipping, and no update where the loss or
+    the gradient is not finite), compiled and captured per batch shape as `runtime` asks
+    (`electra.runtime.train_step_function`)."""
+    device = runtime.device
     n = len(data)
     steps_per_epoch = math.ceil(n / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
@@ -124,13 +132,15 @@ def train_model(
     optimizer = build_optimizer(layerwise_groups(model, cfg), cfg, device)
     params = [p for p in model.parameters() if p.requires_grad]
     order = torch.Generator().manual_seed(seed)
-    forward = torch.compile(model) if cfg.compile else model
-    step_fn = functools.partial(task_step, task, forward, cfg.loss_reduction)
-    if cfg.cuda_graph:
-        run_step = GraphedTrainStep(step_fn, optimizer, params, cfg, device)
-    else:
-        run_step = functools.partial(train_step, step_fn, optimizer, params, cfg=cfg)
-    pack = cfg.pack and task.packable and not cfg.cuda_graph  # packed rows vary in number
+    run_step = train_step_function(
+        model,
+        optimizer,
+        params,
+        cfg,
+        runtime,
+        loss=lambda forward: functools.partial(task_step, task, forward, cfg.loss_reduction),
+    )
+    pack = cfg.pack and task.packable and not runtime.cuda_graph  # packed rows vary in number
     model.train()
     epoch_losses, skipped = [], 0
     bar = tqdm(total=total, disable=not cfg.progress, unit="step", file=sys.stderr, leave=False)
@@ -139,7 +149,7 @@ def train_model(
         window = Window()
         for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
             batch = _rows(data, idx)  # untrimmed: pack_batch chooses its rows' width itself
-            batch = pack_batch(batch) if pack else trim(batch, static=cfg.cuda_graph)
+            batch = pack_batch(batch) if pack else trim(batch, static=runtime.cuda_graph)
             set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))
             run_step([to_device(batch, device)], window=window)
             step += 1
@@ -167,24 +177,24 @@ def predict(
     model: nn.Module,
     examples: list,
     data: Encoded,
-    device,
-    precision: str,
-    cuda_graph: bool = False,
+    runtime: Runtime,
 ) -> list[dict]:
-    """The task's predictions for `examples` (encoded as `data`). Batches hold rows of similar
-    lengths (longest first, so that a too-large batch fails at once), each trimmed to its longest
-    row; the outputs stay on the device until the last batch (read back once) and go back to the
-    examples' order. With `cuda_graph` the batches take a few static shapes (`trim(static=True)`,
-    the last filled up with repeated rows) and, on a GPU, each shape's forward is captured after
-    one eager call (each capture synchronizes the device) and replayed
-    (`electra.graphs.ShapeGraphs`)."""
+    """The task's predictions for `examples` (encoded as `data`) on `runtime.device`, in
+    `runtime.precision`. Batches hold rows of similar lengths (longest first, so that a too-large
+    batch fails at once), each trimmed to its longest row; the outputs stay on the device until
+    the last batch (read back once) and go back to the examples' order. With
+    `runtime.cuda_graph` the batches take a few static shapes (`trim(static=True)`, the last
+    filled up with repeated rows) and, on a GPU, each shape's forward is captured after one eager
+    call (each capture synchronizes the device) and replayed (`electra.runtime.inference_function`,
+    `electra.graphs.ShapeGraphs`)."""
     model.eval()
+    device, cuda_graph = runtime.device, runtime.cuda_graph
 
     def infer(batch: Batch) -> Batch:
-        with autocast(device, precision, cache_casts=not cuda_graph):
+        with runtime.autocast(cache_casts=not cuda_graph):
             return task.infer(model, batch)
 
-    run = ShapeGraphs(infer, device, warmup=1) if cuda_graph else infer
+    run = inference_function(infer, runtime)
     size = task.eval_batch_size
     order = data.tensors["attention_mask"].sum(1).argsort(descending=True, stable=True)
     width = data.tensors["input_ids"].shape[1]
@@ -278,15 +288,15 @@ def evaluate_sets(
     model: nn.Module,
     sets: dict[str, list],
     encoded: dict[str, Encoded],
-    device,
-    cfg: FinetuneConfig,
+    runtime: Runtime,
 ) -> tuple[dict[str, float], list[dict]]:
     """Predictions for every set, and their scores where gold labels are known."""
     scores, rows = {}, []
     # A model fine-tuned with cuda_graph may be evaluated on the CPU: nothing to capture.
-    graphed = cfg.cuda_graph and device.type == "cuda"
+    graphed = runtime.cuda_graph and runtime.device.type == "cuda"
+    runtime = replace(runtime, cuda_graph=graphed)
     for name, examples in sets.items():
-        preds = predict(task, model, examples, encoded[name], device, cfg.precision, graphed)
+        preds = predict(task, model, examples, encoded[name], runtime)
         if all(p["label"] is not None for p in preds):
             prefix = f"{name}_" if len(sets) > 1 else ""
             scores.update({prefix + k: v for k, v in task.score(preds).items()})
@@ -473,6 +483,26 @@ def finished_seed(seed_dir: Path, cfg: FinetuneConfig, source: Path) -> dict | N
     return {k: saved[k] for k in ("task", "seed", "metrics", "train_loss")}
 
 
+@dataclass
+class _Job:
+    """What every seed of one `finetune` call shares: the task, the resolved recipe, the pretrained
+    encoder, the device, and the data with its trivial baseline."""
+
+    task: Task
+    cfg: FinetuneConfig
+    model_cfg: ModelConfig
+    encoder_state: dict
+    tokenizer: tokenizers.Tokenizer
+    source: Path
+    device: torch.device
+    train: list
+    dev: dict[str, list]
+    fitted: dict | None
+    baseline: dict | None
+    train_data: Encoded
+    dev_data: dict[str, Encoded]
+
+
 def finetune(
     model_path: str | Path,
     task_name: str,
@@ -488,6 +518,25 @@ def finetune(
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ElectraError(f"{out_dir} already exists: choose another --out or pass --overwrite")
+    job = _finetune_job(model_path, task_name, data_dir, cfg)
+
+    tmp = temporary_dir(out_dir)
+    if not resume:
+        shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    seeds = range(job.cfg.seed, job.cfg.seed + job.cfg.seeds)
+    per_seed = [_finetune_seed(job, seed, tmp / f"seed_{seed}") for seed in seeds]
+
+    results = _finetune_results(job, per_seed)
+    write_json_atomic(tmp / "results.json", results)
+    replace_dir(tmp, out_dir)
+    return results
+
+
+def _finetune_job(
+    model_path: str | Path, task_name: str, data_dir: str | Path, cfg: FinetuneConfig
+) -> _Job:
+    """Loads the encoder, resolves the recipe and device, reads and encodes the task's data."""
     task = get_task(task_name, cfg)
     model_cfg, encoder_state, tokenizer, source = load_encoder(model_path)
     cfg = resolve_recipe(cfg, model_cfg, task.epochs, task.max_seq_len)
@@ -496,15 +545,9 @@ def finetune(
     )
     device = resolve_device(cfg.device)
     check_graphable(cfg, device)
-    if device.type == "cpu":
-        keep_freed_memory()
+    configure_process(device)
 
-    train = task.read(task.split_files(data_dir, "train")["train"], "train")
-    if cfg.double_unordered:
-        train = task.double_unordered(train)
-    if 0 < cfg.max_train_examples < len(train):
-        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
-        train = [train[i] for i in sorted(keep[: cfg.max_train_examples].tolist())]
+    train = _train_examples(task, data_dir, cfg)
     dev = read_split(task, data_dir, "dev")
     fitted = task.baseline(train)
     baseline = baseline_scores(task, fitted, dev)
@@ -518,66 +561,94 @@ def finetune(
         f"layer decay {cfg.layerwise_lr_decay:g}, from {init}",
         file=sys.stderr,
     )
+    return _Job(
+        task=task,
+        cfg=cfg,
+        model_cfg=model_cfg,
+        encoder_state=encoder_state,
+        tokenizer=tokenizer,
+        source=source,
+        device=device,
+        train=train,
+        dev=dev,
+        fitted=fitted,
+        baseline=baseline,
+        train_data=train_data,
+        dev_data=dev_data,
+    )
 
-    tmp = temporary_dir(out_dir)
-    if not resume:
-        shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True, exist_ok=True)
-    per_seed = []
-    for seed in range(cfg.seed, cfg.seed + cfg.seeds):
-        seed_dir = tmp / f"seed_{seed}"
-        result = finished_seed(seed_dir, cfg, source)
-        if result is not None:
-            predictions = read_jsonl(seed_dir / "predictions.jsonl")
-            result |= judge(task.main_metric, baseline, result["metrics"], predictions)
-            per_seed.append(result)
-            print(f"seed {seed}: kept from the interrupted run in {seed_dir}", file=sys.stderr)
-            if warning := baseline_warning(
-                seed, task.main_metric, baseline, result, predictions, cfg
-            ):
-                print(warning, file=sys.stderr)
-            continue
-        shutil.rmtree(seed_dir, ignore_errors=True)
-        torch.manual_seed(seed)
-        model = task.build_model(model_cfg)
-        if not cfg.random_init:
-            missing, unexpected = model.load_state_dict(encoder_state, strict=False)
-            assert not unexpected and all(not k.startswith("electra.") for k in missing)
-        model.to(device)
-        losses = train_model(task, model, train_data, cfg, device, seed)
-        scores, predictions = evaluate_sets(task, model, dev, dev_data, device, cfg)
-        save_finetuned(model.cpu(), task, tokenizer, cfg, seed_dir, source, fitted)
-        write_jsonl(seed_dir / "predictions.jsonl", predictions)
-        result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
-        result |= judge(task.main_metric, baseline, scores, predictions)
-        # Written last: a seed folder with results.json is complete (see finished_seed).
-        write_json_atomic(seed_dir / "results.json", {**result, "config": asdict(cfg)})
-        per_seed.append(result)
-        shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
-        print(f"seed {seed}: {shown}", file=sys.stderr)
-        if warning := baseline_warning(seed, task.main_metric, baseline, result, predictions, cfg):
-            print(warning, file=sys.stderr)
 
+def _train_examples(task: Task, data_dir: str | Path, cfg: FinetuneConfig) -> list:
+    """The training split, doubled for unordered pairs and subsampled as the recipe says."""
+    train = task.read(task.split_files(data_dir, "train")["train"], "train")
+    if cfg.double_unordered:
+        train = task.double_unordered(train)
+    if 0 < cfg.max_train_examples < len(train):
+        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
+        train = [train[i] for i in sorted(keep[: cfg.max_train_examples].tolist())]
+    return train
+
+
+def _finetune_seed(job: _Job, seed: int, seed_dir: Path) -> dict:
+    """One seed's result, judged against the baseline: kept when an interrupted run finished it,
+    else trained, scored and written to `seed_dir`."""
+    task, cfg = job.task, job.cfg
+    result = finished_seed(seed_dir, cfg, job.source)
+    if result is not None:
+        predictions = read_jsonl(seed_dir / "predictions.jsonl")
+        result |= judge(task.main_metric, job.baseline, result["metrics"], predictions)
+        print(f"seed {seed}: kept from the interrupted run in {seed_dir}", file=sys.stderr)
+    else:
+        result, predictions = _train_seed(job, seed, seed_dir)
+    if warning := baseline_warning(seed, task.main_metric, job.baseline, result, predictions, cfg):
+        print(warning, file=sys.stderr)
+    return result
+
+
+def _train_seed(job: _Job, seed: int, seed_dir: Path) -> tuple[dict, list[dict]]:
+    """Trains and scores one seed into a fresh `seed_dir`; its result and dev predictions."""
+    task, cfg, device = job.task, job.cfg, job.device
+    shutil.rmtree(seed_dir, ignore_errors=True)
+    torch.manual_seed(seed)
+    model = task.build_model(job.model_cfg)
+    if not cfg.random_init:
+        missing, unexpected = model.load_state_dict(job.encoder_state, strict=False)
+        assert not unexpected and all(not k.startswith("electra.") for k in missing)
+    model.to(device)
+    runtime = Runtime.of(cfg, device)
+    losses = train_model(task, model, job.train_data, cfg, runtime, seed)
+    scores, predictions = evaluate_sets(task, model, job.dev, job.dev_data, runtime)
+    save_finetuned(model.cpu(), task, job.tokenizer, cfg, seed_dir, job.source, job.fitted)
+    write_jsonl(seed_dir / "predictions.jsonl", predictions)
+    result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
+    result |= judge(task.main_metric, job.baseline, scores, predictions)
+    # Written last: a seed folder with results.json is complete (see finished_seed).
+    write_json_atomic(seed_dir / "results.json", {**result, "config": asdict(cfg)})
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
+    print(f"seed {seed}: {shown}", file=sys.stderr)
+    return result, predictions
+
+
+def _finetune_results(job: _Job, per_seed: list[dict]) -> dict[str, Any]:
+    """The run's results.json: median and spread over seeds, the baseline, the best seed."""
+    task, cfg = job.task, job.cfg
     medians, spread = summarize(per_seed)
     best = max(per_seed, key=lambda s: s["metrics"][task.main_metric])
-    results = {
+    return {
         "task": task.name,
-        "model": str(source),
+        "model": str(job.source),
         "random_init": cfg.random_init,
         "main_metric": task.main_metric,
         "metrics": medians,
         "spread": spread,
-        "baseline": baseline,
+        "baseline": job.baseline,
         "seeds_not_beating_baseline": [s["seed"] for s in per_seed if s["beats_baseline"] is False],
         "seeds": [s["seed"] for s in per_seed],
         "per_seed": per_seed,
         "best_seed_dir": f"seed_{best['seed']}",
-        "examples": {"train": len(train), **{f"dev_{k}": len(v) for k, v in dev.items()}},
+        "examples": {"train": len(job.train), **{f"dev_{k}": len(v) for k, v in job.dev.items()}},
         "config": asdict(cfg),
     }
-    write_json_atomic(tmp / "results.json", results)
-    replace_dir(tmp, out_dir)
-    return results
 
 
 def evaluate(
@@ -601,7 +672,7 @@ def evaluate(
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
     }
     scores, predictions = evaluate_sets(
-        task, model.to(torch_device), sets, encoded, torch_device, cfg
+        task, model.to(torch_device), sets, encoded, Runtime.of(cfg, torch_device)
     )
     # None for a model fine-tuned before baselines were kept: its training set is not read here.
     fitted = json.loads((source / FINETUNE_FILE).read_text()).get("baseline")

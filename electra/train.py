@@ -10,7 +10,6 @@ hot loop never waits on the host.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import shutil
@@ -44,15 +43,12 @@ from electra.distributed import (
     init_process_group,
     restarted_by_torchrun,
     world_from_env,
-    wrap,
 )
 from electra.errors import ElectraError
 from electra.flops import official_train_flops
-from electra.graphs import GraphedTrainStep, check_graphable
-from electra.host_memory import keep_freed_memory
+from electra.graphs import check_graphable
 from electra.model import ElectraLayer, count_parameters, format_count
 from electra.objectives import Objective, build_objective, check_objective
-from electra.ops import onednn_linear_enabled
 from electra.optim import (
     build_optimizer,
     learning_rate,
@@ -61,31 +57,17 @@ from electra.optim import (
 )
 from electra.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
 from electra.runlock import LOCK_FILE, RunLock
-from electra.step import Window, train_step
+from electra.runtime import (
+    Runtime,
+    configure_process,
+    parallelize,
+    resolve_device,
+    to_device,
+    train_step_function,
+)
+from electra.step import Window
 from electra.tokenizer import fingerprint, load_tokenizer
 from electra.tracking import RunLogger, read_metrics
-
-
-def resolve_device(name: str) -> torch.device:
-    """The device `name` names (auto: a visible GPU, else the CPU). It reads the CPU linear-layer
-    setting (`electra.ops.onednn_linear_enabled`) now, on any device, so that a bad one stops a run
-    before it writes anything, on a GPU machine as on CI."""
-    onednn_linear_enabled()
-    if name == "auto":
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    else:
-        device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ElectraError(f"train.device={name} but no CUDA GPU is visible: use train.device=cpu")
-    return device
-
-
-def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """A host batch on `device`. To a GPU it goes through pinned memory, so that the copy is
-    queued behind the device's work instead of making the host wait for it."""
-    if device.type != "cuda":
-        return batch
-    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
 
 
 def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
@@ -310,14 +292,13 @@ def build(
     check_objective(cfg)
     check_graphable(cfg.train, device, world)
     micro_batch = cfg.train.micro_batch(world.world_size)
-    if device.type == "cpu":
-        keep_freed_memory()
+    configure_process(device)
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
     if init_from_pair:
         load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
     layers = [m for m in objective.modules() if isinstance(m, ElectraLayer)]
-    model = wrap(objective, world, cfg.train.parallel, layers)
+    model = parallelize(objective, world, cfg.train.parallel, layers)
     groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
     optimizer = build_optimizer(groups, cfg.train, device)
     stream = BatchStream(data, micro_batch, cfg.train.seed, world.rank, world.world_size)
@@ -367,12 +348,14 @@ def step_function(run: Run) -> Callable[..., torch.Tensor]:
     the config asks); it returns the device flag of a skipped step."""
     train = run.cfg.train
     params = [p for p in run.objective.parameters() if p.requires_grad]
-    step_fn = torch.compile(run.model, mode=train.compile_mode) if train.compile else run.model
-    if train.cuda_graph:
-        return GraphedTrainStep(
-            step_fn, run.optimizer, params, train, run.device, run.objective.graph_key
-        )
-    return functools.partial(train_step, step_fn, run.optimizer, params, cfg=train)
+    return train_step_function(
+        run.model,
+        run.optimizer,
+        params,
+        train,
+        Runtime.of(train, run.device),
+        graph_key=run.objective.graph_key,
+    )
 
 
 def fit(run: Run) -> str:

@@ -11,12 +11,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from electra import finetune
+from electra import runtime
 from electra.config import FinetuneConfig, resolve_recipe
 from electra.errors import ElectraError
 from electra.finetune import finetune_config, layerwise_groups, predict, trim
 from electra.graphs import ShapeGraphs
 from electra.optim import build_optimizer, set_learning_rate
+from electra.runtime import Runtime
 from electra.tasks import get_task
 from electra.tasks.base import pack
 from electra.tasks.ner import IGNORE, read_conll
@@ -296,7 +297,7 @@ def test_prediction_batches_by_length_and_keeps_the_examples_order(
     task.eval_batch_size = 4
     seen = {}
     task.decode = lambda examples, data, outputs: seen.update(outputs) or []  # the raw outputs
-    predict(task, model, examples, data, torch.device("cpu"), "fp32")
+    predict(task, model, examples, data, Runtime(torch.device("cpu"), "fp32"))
     with torch.no_grad():  # each example alone, in order
         alone = torch.cat([task.infer(model, trim(_row(data, i)))["logits"] for i in range(13)])
     assert torch.cdist(alone, alone).add(torch.eye(13)).min() > 1e-3  # a swap would show
@@ -305,9 +306,9 @@ def test_prediction_batches_by_length_and_keeps_the_examples_order(
     # cuda_graph: static shapes (on the CPU nothing is captured), the same predictions
     runs = []
     monkeypatch.setattr(
-        finetune, "ShapeGraphs", lambda *a, **k: runs.append(ShapeGraphs(*a, **k)) or runs[-1]
+        runtime, "ShapeGraphs", lambda *a, **k: runs.append(ShapeGraphs(*a, **k)) or runs[-1]
     )
-    predict(task, model, examples, data, torch.device("cpu"), "fp32", cuda_graph=True)
+    predict(task, model, examples, data, Runtime(torch.device("cpu"), "fp32", cuda_graph=True))
     torch.testing.assert_close(seen["logits"], alone, atol=1e-5, rtol=1e-5)
     shapes = {dict((k, tuple(s)) for k, s, _ in shape)["input_ids"] for shape in runs[0].calls}
     assert shapes == {(4, 32)}, shapes  # 13 rows in batches of 4, the last filled up

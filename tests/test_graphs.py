@@ -9,13 +9,14 @@ import functools
 import pytest
 import torch
 
-from electra import finetune
+from electra import finetune, runtime
 from electra.config import FinetuneConfig, ObjectiveConfig, TrainConfig
 from electra.distributed import World
 from electra.errors import ElectraError
 from electra.graphs import GraphedTrainStep, check_graphable
 from electra.objectives import OBJECTIVES, build_objective
 from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
+from electra.runtime import Runtime
 from electra.step import Window, train_step
 from electra.tasks import get_task
 from electra.tasks.base import Encoded
@@ -170,7 +171,7 @@ def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
         captured.append(GraphedTrainStep(step_fn, optimizer, params, cfg, device))
         return captured[-1]
 
-    monkeypatch.setattr(finetune, "GraphedTrainStep", step)
+    monkeypatch.setattr(runtime, "GraphedTrainStep", step)
     dropout = recipe.pop("dropout", 0.0)
     model_cfg = tiny_model_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     cfg = FinetuneConfig(
@@ -182,7 +183,9 @@ def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
     task = get_task("sst2")
     torch.manual_seed(0)
     model = task.build_model(model_cfg).cuda()
-    losses = finetune.train_model(task, model, data, cfg, torch.device("cuda"), seed=0)
+    losses = finetune.train_model(
+        task, model, data, cfg, Runtime.of(cfg, torch.device("cuda")), seed=0
+    )
     weights = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     return weights, losses, captured
 
@@ -225,5 +228,6 @@ def test_captured_prediction_matches_eager(monkeypatch):
     outputs = []
     monkeypatch.setattr(task, "decode", lambda examples, data, out: outputs.append(out) or [])
     for graphed in (False, True):
-        finetune.predict(task, model, [], data, torch.device("cuda"), "fp32", graphed)
+        cuda = Runtime(torch.device("cuda"), "fp32", cuda_graph=graphed)
+        finetune.predict(task, model, [], data, cuda)
     torch.testing.assert_close(outputs[1]["logits"], outputs[0]["logits"], rtol=1e-5, atol=1e-5)

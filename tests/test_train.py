@@ -116,9 +116,9 @@ def test_sigterm_stops_with_a_checkpoint_and_its_metrics(wikitext_data, tmp_path
     """SIGTERM (as `timeout` sends) after step 3 of 6, between logging steps (2, 4, 6): the run stops
     after that step with a checkpoint, and logs the steps since the last logging step, so a
     stopped run's metrics (its training FLOPs among them) reach the step it stopped at."""
-    import electra.train as train
+    import electra.runtime as runtime
 
-    real_step, calls = train.train_step, []
+    real_step, calls = runtime.train_step, []
 
     def step_then_signal(*args, **kwargs):
         out = real_step(*args, **kwargs)
@@ -127,7 +127,7 @@ def test_sigterm_stops_with_a_checkpoint_and_its_metrics(wikitext_data, tmp_path
             os.kill(os.getpid(), signal.SIGTERM)
         return out
 
-    monkeypatch.setattr(train, "train_step", step_then_signal)
+    monkeypatch.setattr(runtime, "train_step", step_then_signal)
     run = pretrain(tiny_cfg(wikitext_data), tmp_path / "run")
     assert len(calls) == 3
     assert checkpoint_dirs(run)[-1].name == "step_00000003"
