@@ -442,7 +442,7 @@ def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def coerce(value: Any, typ: Any, key: str) -> Any:
+def coerce(value: Any, typ: Any, key: str, source: str) -> Any:
     """Turns a command-line string (or a JSON value) into the field's declared type."""
     if isinstance(typ, types.UnionType) or typing.get_origin(typ) is typing.Union:
         args = [a for a in typing.get_args(typ) if a is not type(None)]
@@ -472,7 +472,26 @@ def coerce(value: Any, typ: Any, key: str) -> Any:
         pass
     else:
         return value
-    raise ElectraError(f"config field {key}={value!r} is not a valid {typ.__name__}")
+    raise ElectraError(f"{key}={value!r} in {source} is not a valid {typ.__name__}")
+
+
+def unknown_key(key: str, known: list[str], source: str) -> ElectraError:
+    hint = difflib.get_close_matches(key, known, n=1)
+    did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
+    return ElectraError(f"unknown setting {key!r} in {source}{did_you_mean}")
+
+
+def with_values(obj: Any, values: dict[str, Any], source: str, prefix: str = "") -> Any:
+    """`obj` (a config dataclass) with fields replaced by `values`, typed or strings turned into
+    the field's type (`epochs="10"`). An unknown name or a bad value is one error naming `source`;
+    `prefix` is how the user names the fields (`train.`). The one override parser: pretraining
+    runs (`apply_overrides`) and fine-tuning recipes use it."""
+    hints = field_types(type(obj))
+    unknown = [k for k in values if k not in hints]
+    if unknown:
+        raise unknown_key(prefix + unknown[0], [prefix + h for h in hints], source)
+    typed = {k: coerce(v, hints[k], f"{prefix}{k}", source) for k, v in values.items()}
+    return replace(obj, **typed)
 
 
 def apply_overrides(
@@ -480,22 +499,20 @@ def apply_overrides(
 ) -> RunConfig:
     """Returns a new config with `section.field` values replaced; unknown keys are an error."""
     sections = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "preset"}
-    changes: dict[str, dict[str, Any]] = {}
+    known = [f"{s}.{f.name}" for s, o in sections.items() for f in fields(o)]
+    grouped: dict[str, dict[str, Any]] = {}
     top: dict[str, Any] = {}
     for key, value in overrides.items():
         section, _, name = key.partition(".")
         if section == "preset" and not name:
             top["preset"] = str(value)
-            continue
-        obj = sections.get(section)
-        hints = field_types(type(obj)) if obj is not None else {}
-        if obj is None or name not in hints:
-            known = [f"{s}.{f.name}" for s, o in sections.items() for f in fields(o)]
-            hint = difflib.get_close_matches(key, known, n=1)
-            did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
-            raise ElectraError(f"unknown config key {key!r} in {source}{did_you_mean}")
-        changes.setdefault(section, {})[name] = coerce(value, hints[name], key)
-    new_sections = {s: replace(o, **changes.get(s, {})) for s, o in sections.items()}
+        elif key in known:
+            grouped.setdefault(section, {})[name] = value
+        else:  # named in full here, so that the hint may be another section's field
+            raise unknown_key(key, known, source)
+    new_sections = {
+        s: with_values(o, grouped.get(s, {}), source, prefix=f"{s}.") for s, o in sections.items()
+    }
     return replace(cfg, **top, **new_sections)
 
 

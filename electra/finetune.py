@@ -9,7 +9,6 @@ a complete fine-tuned model with its `results.json` and `predictions.jsonl`; `ev
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
@@ -17,7 +16,7 @@ import re
 import shutil
 import statistics
 import sys
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +35,8 @@ from electra.atomic import (
 from electra.config import (
     FinetuneConfig,
     ModelConfig,
-    coerce,
-    field_types,
     resolve_recipe,
+    with_values,
 )
 from electra.errors import ElectraError
 from electra.graphs import check_graphable
@@ -261,16 +259,8 @@ def load_finetuned(
 
 
 def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
-    """The recipe from named values: typed ones, or strings (`epochs="10"`) turned into the field's
-    type; an unknown name or a bad value is an error naming `source`."""
-    known = {f.name for f in fields(FinetuneConfig)}
-    unknown = [k for k in values if k not in known]
-    if unknown:
-        hint = difflib.get_close_matches(unknown[0], known, n=1)
-        did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
-        raise ElectraError(f"unknown fine-tuning setting {unknown[0]!r} in {source}{did_you_mean}")
-    types = field_types(FinetuneConfig)
-    return FinetuneConfig(**{k: coerce(v, types[k], f"{k} in {source}") for k, v in values.items()})
+    """The recipe from named values (see `electra.config.with_values`)."""
+    return with_values(FinetuneConfig(), values, source)
 
 
 # --- runs -----------------------------------------------------------------------------------------
