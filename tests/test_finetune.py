@@ -223,7 +223,7 @@ def test_recipe_defaults_follow_table_7():
 def test_recipe_from_strings_is_typed_and_bad_values_name_their_source():
     cfg = finetune_config({"epochs": "10", "bias_correction": "true", "lr": "1e-3"}, "--set")
     assert (cfg.epochs, cfg.bias_correction, cfg.lr) == (10, True, 1e-3)
-    with pytest.raises(ElectraError, match="epochs in --set"):
+    with pytest.raises(ElectraError, match="epochs='ten' in --set is not a valid int"):
         finetune_config({"epochs": "ten"}, "--set")
     with pytest.raises(ElectraError, match="did you mean epochs"):
         finetune_config({"epoch": "3"}, "--set")
