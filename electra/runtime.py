@@ -118,7 +118,7 @@ def train_step_function(
     cfg: TrainConfig | FinetuneConfig,
     runtime: Runtime,
     loss: Callable[[nn.Module], Callable[..., StepOutput]] | None = None,
-    graph_key: Callable[[], Hashable] | None = None,
+    graph_key: Callable[[], Hashable] = lambda: None,
 ) -> Callable[..., torch.Tensor]:
     """Steps 2 and 3 of the order: one optimizer step over a list of micro-batches
     (`electra.step.train_step`, `cfg` giving the precision and clipping), on `model` (already
@@ -128,8 +128,6 @@ def train_step_function(
     forward = torch.compile(model, mode=runtime.compile_mode) if runtime.compile else model
     step_fn = loss(forward) if loss is not None else forward
     if runtime.cuda_graph:
-        if graph_key is None:
-            return GraphedTrainStep(step_fn, optimizer, params, cfg, runtime.device)
         return GraphedTrainStep(step_fn, optimizer, params, cfg, runtime.device, graph_key)
     return functools.partial(train_step, step_fn, optimizer, params, cfg=cfg)
 
