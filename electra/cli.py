@@ -298,6 +298,8 @@ def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
             recipe.add_argument(
                 flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None
             )
+        elif isinstance(default, tuple):
+            recipe.add_argument(flag, dest=f.name, nargs="+", default=None)
         else:
             recipe.add_argument(
                 flag, dest=f.name, type=type(default), default=None, help=f"default {default}"

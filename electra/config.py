@@ -468,11 +468,15 @@ def coerce(value: Any, typ: Any, key: str, source: str) -> Any:
             return float(value)
         if typ is str:
             return str(value)
+        if typing.get_origin(typ) is tuple:  # tuple[str, ...]: a list, or "a,b" from a string
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(v).strip() for v in items if str(v).strip())
     except (TypeError, ValueError):
         pass
     else:
         return value
-    raise ElectraError(f"{key}={value!r} in {source} is not a valid {typ.__name__}")
+    name = getattr(typ, "__name__", str(typ))
+    raise ElectraError(f"{key}={value!r} in {source} is not a valid {name}")
 
 
 def unknown_key(key: str, known: list[str], source: str) -> ElectraError:
@@ -563,12 +567,24 @@ class FinetuneConfig:
     n_best: int = 20
     max_answer_length: int = 30
     null_threshold: float = -2.75  # SQuAD 2.0: predict no answer when the null score is above it
+    # Your own data (the classification, multilabel, regression, tagging and qa tasks;
+    # docs/finetuning.md). Empty means the conventional default.
+    text_columns: tuple[str, ...] = ()  # one text column or a pair; default text, or text_a text_b
+    label_column: str = ""  # default label
+    labels: tuple[str, ...] = ()  # the label set, in order; default: read from the training file
+    threshold: float = 0.5  # multilabel: a label is predicted when its probability is above this
+    tag_column: int = -1  # tagging, CoNLL-style files: the tag's column (0-based; -1 the last)
+    # qa: official (the paper's XLNet-style head) or linear (one start/end layer, as Hugging
+    # Face's ElectraForQuestionAnswering, which only that one can be exported to)
+    qa_head: str = "official"
 
     def __post_init__(self) -> None:
         if self.loss_reduction not in ("sum", "mean"):
             raise ElectraError(f"loss_reduction={self.loss_reduction!r}: use sum or mean")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ElectraError(f"precision={self.precision!r}: use auto, fp32 or bf16")
+        if self.qa_head not in ("official", "linear"):
+            raise ElectraError(f"qa_head={self.qa_head!r}: use official or linear")
         for name in ("batch_size", "seeds"):
             if getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be at least 1 (got {getattr(self, name)})")

@@ -112,6 +112,23 @@ class Task:
         """This task set up from a saved fine-tuned model's head config."""
         return self
 
+    # --- `electra predict`: new inputs, no labels --------------------------------------------
+
+    def read_inputs(self, path: Path) -> list[Any]:
+        """Examples from a file in the task's own format; labels in it, if any, are ignored."""
+        return self.read(path, "test")
+
+    def from_lines(self, lines: list[str], source: str) -> list[Any]:
+        """Examples from lines of text (standard input): a text per line, a pair (qa: question
+        and context) TAB-separated. `source` names them in errors."""
+        raise ElectraError(f"{self.name} cannot read plain text lines: pass a file")
+
+    def records(
+        self, examples: list[Any], encoded: Encoded, outputs: Batch, all_scores: bool = False
+    ) -> list[dict]:
+        """`electra predict`'s JSONL records, one per example, in order."""
+        raise NotImplementedError
+
     def double_unordered(self, examples: list[Any]) -> list[Any]:
         raise ElectraError(
             f"double_unordered applies to MRPC and STS-B, whose pairs are unordered, not {self.name}"
