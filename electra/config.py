@@ -195,6 +195,10 @@ class TrainConfig:
     # it (electra.graphs): one launch per step where a small model is bound by kernel launches.
     # One process on a GPU, grad_accum 1; with compile, a mode that makes no graphs of its own.
     cuda_graph: bool = False
+    # Which kernels the built model runs (electra.kernels): auto puts in the CPU kernels (oneDNN
+    # linear, cheap dropout bits, per-head attention) where they are faster; stock keeps plain
+    # PyTorch layers and SDPA everywhere.
+    kernels: str = "auto"
     log_every: int = 100
     save_every: int = 1000
     keep_last: int = 5
@@ -560,6 +564,7 @@ class FinetuneConfig:
     # shape: batches are padded to a few widths (powers of two from 32) instead of packed, so a
     # small model's step costs the host one launch. One GPU.
     cuda_graph: bool = False
+    kernels: str = "auto"  # auto (the CPU kernels where they are faster) or stock (electra.kernels)
     progress: bool = True
     # SQuAD
     doc_stride: int = 128
