@@ -41,7 +41,7 @@ from electra.config import FinetuneConfig, preset, resolve_recipe
 from electra.finetune import load_encoder, predict, train_model
 from electra.model import ElectraForPreTraining
 from electra.pretrained import save_pretrained
-from electra.runtime import Runtime, configure_process
+from electra.runtime import Runtime, configure_process, prepare_model
 from electra.tasks import get_task
 from electra.tokenizer import train_tokenizer
 
@@ -89,7 +89,7 @@ class Ours:
     def _fresh(self):
         model = self.task.build_model(self.model_cfg)
         model.load_state_dict(self.state, strict=False)
-        return model.to(self.device)
+        return prepare_model(model, self.device, self.cfg.kernels)
 
     def train(self) -> float:
         self.model = self._fresh()

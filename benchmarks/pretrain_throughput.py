@@ -46,10 +46,11 @@ from electra.config import COMPILE_MODES, generator_config, preset
 from electra.flops import model_flops_per_step
 from electra.graphs import GraphedTrainStep
 from electra.host_memory import keep_freed_memory
+from electra.kernels import onednn_mm
 from electra.objectives import build_objective
 from electra.objectives.masking import mask_tokens
-from electra.ops import onednn_mm
 from electra.optim import build_optimizer, param_groups
+from electra.runtime import prepare_model
 from electra.step import Window, train_step
 from electra.tokenizer import SpecialIds
 
@@ -116,14 +117,16 @@ def with_cuda_graph(cfg):
 def ours(cfg, device):
     """The trainer's own step (`electra.step.train_step`: statistics window, non-finite guard
     and all), or with --cuda-graph its whole-step CUDA graph (`electra.graphs`)."""
-    objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len).to(device)
+    objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len)
+    objective = prepare_model(objective, device, cfg.train.kernels)
     optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
     params = list(objective.parameters())
     fn = compiled(objective, cfg)
+    settings = {"precision": cfg.train.precision, "clip_norm": cfg.train.clip_norm}
     if cfg.train.cuda_graph:
-        run = GraphedTrainStep(fn, optimizer, params, cfg.train, device)
+        run = GraphedTrainStep(fn, optimizer, params, device, **settings)
     else:
-        run = functools.partial(train_step, fn, optimizer, params, cfg=cfg.train)
+        run = functools.partial(train_step, fn, optimizer, params, **settings)
     window = Window()
 
     def step(batch):
@@ -234,8 +237,8 @@ def sync(device):
 
 def matmul_peak(device, precision, n=4096, reps=5) -> float:
     """FLOP/s of a large square matrix product at this precision: the achievable peak. In fp32 on CPU
-    the best of torch's two libraries, MKL (`a @ b`) and oneDNN (its linear, which `electra.ops`
-    uses where it is faster); bf16 products on CPU already go through oneDNN."""
+    the best of torch's two libraries, MKL (`a @ b`) and oneDNN (its linear, which
+    `electra.kernels` uses where it is faster); bf16 products on CPU already go through oneDNN."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)

@@ -1,9 +1,11 @@
 """The `electra` command: tokenizer, prepare, pretrain, experiment, detect, score-text, export,
-finetune, evaluate, score, plot, presets, demo.
+finetune, evaluate, predict, score, plot, presets, demo.
 
-Settings resolve in this order: a preset, then `--config FILE` (JSON or TOML), then the named flags
-(--steps, --batch-size, ...), then any `--section.field VALUE` override (e.g. `--train.lr 1e-4`,
-`--objective.generator_hidden_fraction 1.0`). A user error prints one line and exits with 2.
+Settings resolve in this order: a preset, then `--config FILE` (JSON or TOML), then the flags. Every
+config field has a flag generated from its dataclass, with the field's comment as its help:
+`--section.field VALUE` for pretraining (`--train.lr 1e-4`, with short forms for the common ones:
+`--steps`, `--batch-size`, ...) and `--field-name VALUE` for fine-tuning (`--lr 1e-4`). A user error
+prints one line and exits with 2.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -114,19 +117,9 @@ def resolve_run_config(args: argparse.Namespace, extra: list[str]):
         name = args.preset or file_values.pop("preset", None) or "small"
         file_values.pop("preset", None)
         cfg = apply_overrides(preset(str(name)), file_values, source=args.config or "config")
-    flags = {
-        "data.path": args.data,
-        "data.seq_len": args.seq_len,
-        "train.steps": args.steps,
-        "train.batch_size": args.batch_size,
-        "train.seed": args.seed,
-        "train.device": args.device,
-        "train.precision": args.precision,
-        "train.compile": True if args.compile else None,
-        "train.cuda_graph": True if args.cuda_graph else None,
-        "train.init_from": args.init_from,
-    }
-    overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
+    # Every field has its flag (`add_config_flags`); what is left over gets the did-you-mean
+    # of `apply_overrides`.
+    overrides: dict[str, Any] = config_flags_given(args)
     overrides.update(parse_overrides(extra))
     cfg = apply_overrides(cfg, overrides, source="command line")
     if args.resume:
@@ -204,18 +197,24 @@ def cmd_experiment(args: argparse.Namespace) -> None:
             raise ElectraError(f"{flag} {bad[0]!r}: write key=value")
         return dict(kv.split("=", 1) for kv in items)
 
+    if bool(args.task) != bool(args.task_data):
+        raise ElectraError(
+            "--task and --task-data go together: the task and the folder of its files"
+        )
+    tasks = args.tasks or ([] if args.task else ["mrpc", "stsb", "rte"])
     plan = Plan(
         preset=args.preset,
         data=args.data,
-        glue=args.glue,
+        glue=args.glue or "",
         arms=[parse_arm(a) for a in args.arm],
-        tasks=args.tasks,
+        tasks=[*tasks, *([args.task] if args.task else [])],
         seeds=args.seeds,
         flops=args.flops or 0.0,
         steps=args.steps or 0,
         points=args.points,
         pretrain_set=pairs(args.pretrain_set, "--pretrain-set"),
         finetune_set=pairs(args.finetune_set, "--finetune-set"),
+        task_data={args.task: args.task_data} if args.task else {},
     )
     run_experiment(plan, args.out)
     print((Path(args.out) / "results.md").read_text(), end="")
@@ -225,7 +224,17 @@ def cmd_export(args: argparse.Namespace) -> None:
     from electra.export import export_hf
 
     for path in export_hf(args.model, args.out, overwrite=args.overwrite, step=args.step):
-        print(f"{path}: loads with transformers' ElectraFor* and AutoTokenizer.from_pretrained")
+        arch = json.loads((path / "config.json").read_text())["architectures"][0]
+        loader = AUTO_CLASSES.get(arch, arch)
+        print(f"{path}: loads with transformers' {loader} and AutoTokenizer.from_pretrained")
+
+
+# The Auto class that loads each exported architecture (its task's pipeline takes the folder too).
+AUTO_CLASSES = {
+    "ElectraForSequenceClassification": "AutoModelForSequenceClassification",
+    "ElectraForTokenClassification": "AutoModelForTokenClassification",
+    "ElectraForQuestionAnswering": "AutoModelForQuestionAnswering",
+}
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -270,40 +279,81 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 def _finetune_settings(args: argparse.Namespace):
     """The recipe's fields from their `--field-name` flags (only those given replace defaults)."""
-    from dataclasses import fields
-
-    from electra.config import FinetuneConfig
     from electra.finetune import finetune_config
 
-    given = {
-        f.name: getattr(args, f.name)
-        for f in fields(FinetuneConfig)
-        if getattr(args, f.name, None) is not None
-    }
-    return finetune_config(given, source="the command line")
+    return finetune_config(config_flags_given(args), source="the command line")
 
 
 def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
-    from dataclasses import MISSING, fields
-
-    from electra.config import FinetuneConfig
+    from electra.config import FinetuneConfig, OptimConfig, RuntimeConfig
 
     recipe = parser.add_argument_group(
         "recipe (docs/specification.md §Fine-tuning; 0 = the task's or model size's default)"
     )
-    for f in fields(FinetuneConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not MISSING else None
-        if isinstance(default, bool):
-            recipe.add_argument(
-                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None
-            )
+    shared = {f.name for f in fields(OptimConfig)} | {f.name for f in fields(RuntimeConfig)}
+    add_config_flags(recipe, FinetuneConfig, skip=shared)
+    recipe_defaults = FinetuneConfig()
+    for name, cls in (("optimizer", OptimConfig), ("runtime", RuntimeConfig)):
+        add_config_flags(parser.add_argument_group(name), cls, defaults=recipe_defaults)
+
+
+# Short flags for the pretraining settings set most often: `--steps 100` for `--train.steps 100`.
+PRETRAIN_ALIASES = {
+    "data.path": "--data",
+    "data.seq_len": "--seq-len",
+    "train.steps": "--steps",
+    "train.batch_size": "--batch-size",
+    "train.seed": "--seed",
+    "train.device": "--device",
+    "train.precision": "--precision",
+    "train.compile": "--compile",
+    "train.cuda_graph": "--cuda-graph",
+    "train.init_from": "--init-from",
+}
+_CONFIG_FLAG = "config_flag:"  # the prefix of a generated flag's dest, to find them again
+
+
+def add_config_flags(
+    group, cls: type, prefix: str = "", aliases: dict[str, str] | None = None, **options
+) -> None:
+    """A flag for each field of the config dataclass `cls`, its help the field's comment
+    (`electra.config.field_docs`) and its default: `--PREFIXfield` (`--train.lr`) or, without a
+    prefix, `--field-name`. A prefixed bool flag alone means true (`--compile`) or takes a value
+    (`--train.compile false`); an unprefixed one is `--pack` / `--no-pack`. A tuple field takes
+    several values. Values stay strings here and
+    are typed by the config's own parser (`electra.config.with_values`), so that a bad value
+    gets the error every other source of settings gets. `skip` leaves fields out; `defaults` is
+    the config whose values the help shows (a preset's, or a subclass's)."""
+    from electra.config import field_docs
+
+    docs, skip = field_docs(cls), options.get("skip", ())
+    defaults = options.get("defaults") or cls()
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        key = prefix + f.name
+        names = [f"--{key}" if prefix else f"--{f.name.replace('_', '-')}"]
+        names += [aliases[key]] if aliases and key in aliases else []
+        default = getattr(defaults, f.name)
+        shown = " ".join(default) if isinstance(default, tuple) else default
+        help_text = f"{docs[f.name]} (default {shown!r})".lstrip().replace("%", "%%")
+        metavar = {bool: "BOOL", int: "N", float: "X", tuple: "VALUE"}.get(type(default), "TEXT")
+        kind: dict[str, Any] = {"metavar": metavar}
+        if isinstance(default, bool):  # --pack / --no-pack; --train.compile [BOOL]
+            kind = {"nargs": "?", "const": "true", "metavar": metavar} if prefix else {}
+            kind |= {} if prefix else {"action": argparse.BooleanOptionalAction}
         elif isinstance(default, tuple):
-            recipe.add_argument(flag, dest=f.name, nargs="+", default=None)
-        else:
-            recipe.add_argument(
-                flag, dest=f.name, type=type(default), default=None, help=f"default {default}"
-            )
+            kind["nargs"] = "+"
+        group.add_argument(*names, dest=_CONFIG_FLAG + key, default=None, help=help_text, **kind)
+
+
+def config_flags_given(args: argparse.Namespace) -> dict[str, Any]:
+    """{field key: value} of the generated flags the user gave."""
+    return {
+        k[len(_CONFIG_FLAG) :]: v
+        for k, v in vars(args).items()
+        if k.startswith(_CONFIG_FLAG) and v is not None
+    }
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
@@ -312,7 +362,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     results = finetune(
         args.model,
         args.task,
-        args.data,
+        _data_source(args, ("train", "dev")),
         args.out,
         _finetune_settings(args),
         overwrite=args.overwrite,
@@ -320,18 +370,52 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     )
     for line in summary_lines(results, "dev"):
         print(line)
+    for name, value in results.get("test_metrics", {}).items():  # a labelled test file of yours
+        print(f"{results['task']} test {name}: {value:.2f} (median over seeds)")
     print(f"results and models -> {args.out}")
+
+
+def _data_source(args: argparse.Namespace, needed: tuple[str, ...]):
+    """--data (a folder, or one file), or the split files one by one: {split: file}."""
+    files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s)}
+    if args.data and files:
+        given = " ".join(f"--{s}" for s in files)
+        raise ElectraError(f"--data and {given} exclude each other: pass a folder or the files")
+    if args.data:
+        return args.data
+    missing = [f"--{s} FILE" for s in needed if s not in files]
+    if missing:
+        raise ElectraError(
+            f"no data: pass --data FOLDER (holding the split files) or {' and '.join(missing)}"
+        )
+    return files
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from electra.finetune import evaluate, summary_lines
 
-    results = evaluate(args.model, args.data, args.split, args.out, args.task, args.device)
+    data = _data_source(args, (args.split,))
+    results = evaluate(args.model, data, args.split, args.out, args.task, args.device)
     for line in summary_lines(results, args.split):
         print(line)
     for name in results["submission_files"]:
         print(f"submission file: {Path(results['out']) / name}")
     print(f"predictions -> {Path(results['out']) / 'predictions.jsonl'}")
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from electra.predict import predict_inputs
+
+    n = predict_inputs(
+        args.model,
+        args.inputs,
+        out=args.out,
+        all_scores=args.all_scores,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
+    if args.out:
+        print(f"{n} predictions -> {args.out}", file=sys.stderr)
 
 
 def cmd_score(args: argparse.Namespace) -> None:
@@ -373,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     _add_finetune(sub)
     _add_evaluate(sub)
+    _add_predict(sub)
     _add_score(sub)
     _add_plot(sub)
     _add_presets(sub)
@@ -418,33 +503,27 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     pt = sub.add_parser(
         "pretrain",
+        usage="electra pretrain [--preset NAME] [--data DIR] [--out RUN] [--resume RUN] "
+        "[--section.field VALUE ...]",
         help="pretrain an ELECTRA discriminator and generator",
         epilog="Any config field can be set as --section.field VALUE, e.g. --train.lr 1e-4.",
     )
     pt.add_argument("--preset", help="tiny, small, small++, base or large (default small)")
     pt.add_argument("--config", help="a JSON or TOML config file")
-    pt.add_argument("--data", help="a folder written by `electra prepare`")
     pt.add_argument("--out", help="run folder (default runs/PRESET)")
     pt.add_argument(
         "--resume", metavar="RUN", help="continue the run in this folder from its last checkpoint"
     )
-    pt.add_argument(
-        "--init-from",
-        metavar="PAIR",
-        help="continue pretraining from a folder with discriminator/ and generator/ (ours or HF)",
-    )
-    pt.add_argument("--steps", type=int)
-    pt.add_argument("--batch-size", type=int)
-    pt.add_argument("--seq-len", type=int)
-    pt.add_argument("--seed", type=int)
-    pt.add_argument("--device")
-    pt.add_argument("--precision", choices=["auto", "fp32", "bf16"])
-    pt.add_argument("--compile", action="store_true", help="torch.compile the training step")
-    pt.add_argument(
-        "--cuda-graph",
-        action="store_true",
-        help="capture the whole step as one CUDA graph (train.cuda_graph; one GPU)",
-    )
+    from electra.config import RunConfig, field_types, preset
+
+    small = preset("small")
+    for name, section in field_types(RunConfig).items():
+        if name == "preset":
+            continue
+        group = pt.add_argument_group(f"{name} settings (defaults: the small preset's)")
+        add_config_flags(
+            group, section, f"{name}.", PRETRAIN_ALIASES, defaults=getattr(small, name)
+        )
     pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
 
 
@@ -457,13 +536,19 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
     )
     xp.add_argument("--arm", action="append", required=True, help="repeat for each arm")
     xp.add_argument("--data", required=True, help="a folder written by `electra prepare`")
-    xp.add_argument("--glue", required=True, help="the folder holding CoLA/, SST-2/, ...")
+    xp.add_argument("--glue", help="the folder holding CoLA/, SST-2/, ... (for GLUE tasks)")
     xp.add_argument("--out", required=True)
     xp.add_argument("--preset", default="tiny")
     budget = xp.add_mutually_exclusive_group(required=True)
     budget.add_argument("--flops", type=float, help="training FLOPs per arm")
     budget.add_argument("--steps", type=int, help="the first arm's steps set the budget")
-    xp.add_argument("--tasks", nargs="+", default=["mrpc", "stsb", "rte"])
+    xp.add_argument("--tasks", nargs="+", help="GLUE tasks (default mrpc stsb rte, without --task)")
+    xp.add_argument(
+        "--task",
+        help="a task on your own files too: classification, multilabel, regression, tagging or qa "
+        "(columns and labels with --finetune-set text_columns=A,B label_column=NAME ...)",
+    )
+    xp.add_argument("--task-data", help="--task's folder holding train.* and dev.*")
     xp.add_argument("--seeds", type=int, default=3)
     xp.add_argument(
         "--points", type=int, default=1, help="checkpoints fine-tuned per arm (a GLUE curve)"
@@ -493,7 +578,12 @@ def _add_score_text(sub: argparse._SubParsersAction) -> None:
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("export", help="write Hugging Face model folders")
-    ex.add_argument("--model", required=True, help="a run folder, a pair folder or a model folder")
+    ex.add_argument(
+        "--model",
+        required=True,
+        help="a run folder, a pair folder or a model folder; or a fine-tuned model (a finetune "
+        "--out folder: its best seed, or a seed folder) for AutoModelFor* and pipeline()",
+    )
     ex.add_argument("--format", choices=["hf"], default="hf")
     ex.add_argument(
         "--step",
@@ -506,16 +596,25 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_finetune(sub: argparse._SubParsersAction) -> None:
-    ft = sub.add_parser("finetune", help="fine-tune on a GLUE, SQuAD or NER task and score dev")
+    ft = sub.add_parser(
+        "finetune",
+        help="fine-tune on a GLUE, SQuAD or NER task, or a task on your own files, and score dev",
+    )
     ft.add_argument(
         "--model", required=True, help="a pretrained model folder, run folder or HF folder"
     )
     ft.add_argument(
         "--task",
         required=True,
-        help="cola sst2 mrpc stsb qqp mnli qnli rte wnli squad1 squad2 conll2003",
+        help="cola sst2 mrpc stsb qqp mnli qnli rte wnli squad1 squad2 conll2003, or on your own "
+        "files: classification multilabel regression tagging qa (docs/finetuning.md)",
     )
-    ft.add_argument("--data", required=True, help="the task's folder (e.g. glue/SST-2)")
+    ft.add_argument(
+        "--data",
+        help="the task's folder (e.g. glue/SST-2; your own: train.*, dev.*, optional test.* as "
+        ".csv .tsv .jsonl .parquet)",
+    )
+    _add_split_files(ft, "train", "dev", "test")
     ft.add_argument("--out", required=True)
     ft.add_argument("--overwrite", action="store_true")
     ft.add_argument(
@@ -527,17 +626,55 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     ft.set_defaults(func=cmd_finetune)
 
 
+def _add_split_files(parser: argparse.ArgumentParser, *splits: str) -> None:
+    """--train/--dev/--test FILE: a task's files one by one, instead of --data FOLDER."""
+    for split in splits:
+        parser.add_argument(
+            f"--{split}", metavar="FILE", help=f"the {split} file (instead of --data)"
+        )
+
+
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("evaluate", help="predict and score a split with a fine-tuned model")
     ev.add_argument(
         "--model", required=True, help="a finetune --out folder (its best seed) or a seed folder"
     )
     ev.add_argument("--task", help="checked against the model's task")
-    ev.add_argument("--data", required=True)
+    ev.add_argument("--data", help="the task's folder, or the split's file")
+    _add_split_files(ev, "train", "dev", "test")
     ev.add_argument("--split", default="dev", choices=["train", "dev", "test"])
     ev.add_argument("--out", help="default: MODEL/eval-SPLIT")
     ev.add_argument("--device", default="auto")
     ev.set_defaults(func=cmd_evaluate)
+
+
+def _add_predict(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser(
+        "predict",
+        help="run a fine-tuned model on new inputs and write JSONL, one record per input",
+        epilog="Records: classification {id, label, score} (--all-scores adds scores), "
+        "multilabel {id, labels, scores}, regression {id, value}, tagging {id, words, tags, "
+        "entities}, qa {id, answer, start, score, no_answer, null_score}.",
+    )
+    pr.add_argument(
+        "--model", required=True, help="a finetune --out folder (its best seed) or a seed folder"
+    )
+    pr.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="files in the task's format (labels ignored), or - for standard input: a text per "
+        "line, a pair (qa: question and context) TAB-separated",
+    )
+    pr.add_argument("--out", help="the JSONL file to write (default: standard output)")
+    pr.add_argument(
+        "--all-scores", action="store_true", help="every label's probability (classification)"
+    )
+    pr.add_argument(
+        "--batch-size", type=int, default=0, help="rows per batch (default: the task's, 64 or 8)"
+    )
+    pr.add_argument("--device", default="auto")
+    pr.set_defaults(func=cmd_predict)
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
@@ -575,7 +712,16 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 def _add_threads(sub: argparse._SubParsersAction) -> None:
     """--threads for the commands that run torch."""
-    for name in ("pretrain", "experiment", "detect", "score-text", "finetune", "evaluate", "demo"):
+    for name in (
+        "pretrain",
+        "experiment",
+        "detect",
+        "score-text",
+        "finetune",
+        "evaluate",
+        "predict",
+        "demo",
+    ):
         sub.choices[name].add_argument(
             "--threads",
             help="CPU threads for torch (default auto: one per core; idle threads wait briefly, "

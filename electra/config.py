@@ -10,13 +10,16 @@ every checkpoint so a run can be resumed or reproduced from its folder alone.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import inspect
 import json
+import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import tomllib
 
@@ -141,6 +144,7 @@ class ObjectiveConfig:
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile's CUDA graphs
 PARALLEL_MODES = ("ddp", "fsdp")
+KERNELS = ("auto", "stock")
 
 # Objective fields that shape the networks: a resumed run takes them from its checkpoint.
 ARCHITECTURE_FIELDS = (
@@ -168,14 +172,15 @@ class DataConfig:
 
 
 @dataclass
-class TrainConfig:
-    steps: int = 1_000_000
-    batch_size: int = 128  # sequences per optimizer step, over all devices and accumulation steps
-    grad_accum: int = 1
+class OptimConfig:
+    """Adam(W), its schedule's warm-up and gradient clipping: the optimizer settings pretraining
+    (`TrainConfig`) and fine-tuning (`FinetuneConfig`) share, each with its own defaults."""
+
+    section: ClassVar[str] = ""  # how the user names these fields: "train." in a run config
+
     lr: float = 5e-4
-    warmup_steps: int = 10_000
-    warmup_proportion: float = 0.0  # warmup = max(warmup_steps, warmup_proportion * steps)
     weight_decay: float = 0.01
+    warmup_proportion: float = 0.0  # of all steps, over which the learning rate rises to lr
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
@@ -183,22 +188,62 @@ class TrainConfig:
     # updates are 3-6.5x larger than torch's over the first 100 steps, which the learning-parity
     # benchmark shows matters.
     bias_correction: bool = False
-    clip_norm: float = 1.0
-    seed: int = 42
+    clip_norm: float = 1.0  # the gradient's global norm is clipped to this
+
+
+@dataclass
+class RuntimeConfig:
+    """Where and how a loop runs its model (`electra.runtime`): device, precision, compilation,
+    CUDA graphs and kernels, shared by pretraining and fine-tuning."""
+
+    section: ClassVar[str] = ""
+
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU), fp32, bf16
-    compile: bool = False
+    compile: bool = False  # torch.compile the model
     # torch.compile's mode: reduce-overhead replays the compiled forward and backward as CUDA
     # graphs, which pays where a small model is bound by kernel launches (the small pair on a GPU).
     compile_mode: str = "default"
     # Capture the whole step (forward, backward, clipping, optimizer) as one CUDA graph and replay
     # it (electra.graphs): one launch per step where a small model is bound by kernel launches.
-    # One process on a GPU, grad_accum 1; with compile, a mode that makes no graphs of its own.
+    # One process on a GPU; with compile, a mode that makes no graphs of its own.
     cuda_graph: bool = False
     # Which kernels the built model runs (electra.kernels): auto puts in the CPU kernels (oneDNN
     # linear, cheap dropout bits, per-head attention) where they are faster; stock keeps plain
     # PyTorch layers and SDPA everywhere.
     kernels: str = "auto"
+    progress: bool = True  # a progress bar on stderr
+
+    def __post_init__(self) -> None:
+        s = self.section
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ElectraError(f"{s}precision={self.precision!r}: use auto, fp32 or bf16")
+        if self.kernels not in KERNELS:
+            raise ElectraError(f"{s}kernels={self.kernels!r}: use {' or '.join(KERNELS)}")
+        if self.compile_mode not in COMPILE_MODES:
+            raise ElectraError(
+                f"{s}compile_mode={self.compile_mode!r}: use {', '.join(COMPILE_MODES)}"
+            )
+        if self.cuda_graph and self.compile and self.compile_mode in GRAPHING_COMPILE_MODES:
+            raise ElectraError(
+                f"{s}compile_mode={self.compile_mode} makes CUDA graphs of its own, inside the "
+                f"step {s}cuda_graph captures: use {s}compile_mode=default or "
+                "max-autotune-no-cudagraphs"
+            )
+
+
+@dataclass
+class TrainConfig(OptimConfig, RuntimeConfig):
+    """Pretraining: the batch, the schedule's length, checkpoints and logging, plus the shared
+    optimizer and runtime settings."""
+
+    section: ClassVar[str] = "train."
+
+    steps: int = 1_000_000
+    batch_size: int = 128  # sequences per optimizer step, over all devices and accumulation steps
+    grad_accum: int = 1
+    warmup_steps: int = 10_000  # warmup = max(warmup_steps, warmup_proportion * steps)
+    seed: int = 42
     log_every: int = 100
     save_every: int = 1000
     keep_last: int = 5
@@ -207,8 +252,7 @@ class TrainConfig:
     # Start from a discriminator + generator pair (folders discriminator/ and generator/, ours or
     # Hugging Face's) instead of random weights; the architecture comes from their configs.
     init_from: str = ""
-    progress: bool = True
-    tensorboard: bool = True
+    tensorboard: bool = True  # curves in RUN/tensorboard
     # Under torchrun: ddp (a replica per process) or fsdp (parameters, gradients and optimizer
     # state sharded over the processes, for models that do not fit one device).
     parallel: str = "ddp"
@@ -216,15 +260,10 @@ class TrainConfig:
     max_skipped_steps: int = 20
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.parallel not in PARALLEL_MODES:
             raise ElectraError(
                 f"train.parallel={self.parallel!r}: use {' or '.join(PARALLEL_MODES)}"
-            )
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ElectraError(f"train.precision={self.precision!r}: use auto, fp32 or bf16")
-        if self.compile_mode not in COMPILE_MODES:
-            raise ElectraError(
-                f"train.compile_mode={self.compile_mode!r}: use {', '.join(COMPILE_MODES)}"
             )
         for name in (
             "steps",
@@ -241,12 +280,6 @@ class TrainConfig:
             raise ElectraError(
                 f"train.cuda_graph captures one micro-batch per step, but train.grad_accum="
                 f"{self.grad_accum}: set train.grad_accum=1 or turn train.cuda_graph off"
-            )
-        if self.cuda_graph and self.compile and self.compile_mode in GRAPHING_COMPILE_MODES:
-            raise ElectraError(
-                f"train.compile_mode={self.compile_mode} makes CUDA graphs of its own, inside the "
-                "step train.cuda_graph captures: use train.compile_mode=default or "
-                "max-autotune-no-cudagraphs"
             )
         if self.batch_size % self.grad_accum:
             raise ElectraError(
@@ -525,55 +558,43 @@ def apply_overrides(
 
 
 @dataclass
-class FinetuneConfig:
-    """The fine-tuning recipe (docs/specification.md §Fine-tuning: the paper's Table 7). A 0 means
-    "the default for this task or model size", resolved by `resolve_recipe` and saved resolved."""
+class FinetuneConfig(OptimConfig, RuntimeConfig):
+    """The fine-tuning recipe (docs/specification.md §Fine-tuning: the paper's Table 7), plus the
+    shared optimizer and runtime settings. A 0 means "the default for this task or model size",
+    resolved by `resolve_recipe` and saved resolved."""
 
     lr: float = 0.0  # small 3e-4, base 1e-4, large 5e-5
+    weight_decay: float = 0.0  # paper 0; the official code 0.01
+    warmup_proportion: float = 0.1
     layerwise_lr_decay: float = 0.0  # 0.8; large 0.9
     # The official code gives the top layer lr * decay^2 (docs/specification.md §Fine-tuning,
     # issue #51); off by default.
     layerwise_off_by_one: bool = False
-    weight_decay: float = 0.0  # paper 0; the official code 0.01
-    warmup_proportion: float = 0.1
-    batch_size: int = 32
+    batch_size: int = 32  # examples per step
     epochs: int = 0  # 3; RTE and STS-B 10; SQuAD 2
     max_seq_len: int = 0  # 128; SQuAD 512
-    dropout: float = 0.1
-    clip_norm: float = 1.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-6
-    bias_correction: bool = False  # the official optimizer (the pretraining one) has none
+    dropout: float = 0.1  # the encoder's and the head's
     # The official code sums per-example losses over the batch (then clips at 1.0); "mean" averages.
     loss_reduction: str = "sum"
     double_unordered: bool = False  # add swapped copies of MRPC and STS-B training pairs
     seed: int = 0  # runs use seeds seed, seed+1, ...
-    seeds: int = 1
+    seeds: int = 1  # fine-tuning runs, each scored; the summary gives their median
     max_train_examples: int = 0  # 0: all; else a seeded random subset
-    random_init: bool = (
-        False  # the same architecture from random weights (the no-pretraining baseline)
-    )
-    device: str = "auto"
-    precision: str = "auto"
-    compile: bool = False  # torch.compile the model (shapes vary with the batch's longest row)
+    # The same architecture from random weights (the no-pretraining baseline).
+    random_init: bool = False
     # Training batches of GLUE tasks packed several examples to a row (electra.packing): the same
-    # encoder arithmetic as padded rows, without computing the padding.
+    # encoder arithmetic as padded rows, without computing the padding. Under cuda_graph, batches
+    # are padded to a few widths (powers of two from 32) instead, one graph per width.
     pack: bool = True
-    # Capture the training step and prediction as CUDA graphs (electra.graphs), one per batch
-    # shape: batches are padded to a few widths (powers of two from 32) instead of packed, so a
-    # small model's step costs the host one launch. One GPU.
-    cuda_graph: bool = False
-    kernels: str = "auto"  # auto (the CPU kernels where they are faster) or stock (electra.kernels)
-    progress: bool = True
-    # SQuAD
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best: int = 20
-    max_answer_length: int = 30
-    null_threshold: float = -2.75  # SQuAD 2.0: predict no answer when the null score is above it
-    # Your own data (the classification, multilabel, regression, tagging and qa tasks;
-    # docs/finetuning.md). Empty means the conventional default.
+    # --- SQuAD and qa
+    doc_stride: int = 128  # tokens between the starts of a long context's windows
+    max_query_length: int = 64  # question tokens kept
+    n_best: int = 20  # candidate starts and ends scored per window
+    max_answer_length: int = 30  # tokens
+    # SQuAD 2.0: predict no answer when the null score is above this; default: the head's
+    # (official -2.75, linear 0.0, as Hugging Face's).
+    null_threshold: float | None = None
+    # --- your own data (docs/finetuning.md): classification, multilabel, regression, tagging, qa
     text_columns: tuple[str, ...] = ()  # one text column or a pair; default text, or text_a text_b
     label_column: str = ""  # default label
     labels: tuple[str, ...] = ()  # the label set, in order; default: read from the training file
@@ -584,10 +605,9 @@ class FinetuneConfig:
     qa_head: str = "official"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.loss_reduction not in ("sum", "mean"):
             raise ElectraError(f"loss_reduction={self.loss_reduction!r}: use sum or mean")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ElectraError(f"precision={self.precision!r}: use auto, fp32 or bf16")
         if self.qa_head not in ("official", "linear"):
             raise ElectraError(f"qa_head={self.qa_head!r}: use official or linear")
         for name in ("batch_size", "seeds"):
@@ -622,3 +642,35 @@ def resolve_recipe(
         epochs=cfg.epochs or epochs,
         max_seq_len=min(cfg.max_seq_len or max_seq_len, model.max_position_embeddings),
     )
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's comment in `cls`'s source (the lines above it, or the one after it), for the
+    command line's help: the docs live once, beside the fields. Empty where the source is not
+    available (a frozen install) or a field has no comment."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update({k: v for k, v in _comments_of(klass).items() if v})
+    return {f.name: docs.get(f.name, "") for f in fields(cls)}
+
+
+def _comments_of(klass: type) -> dict[str, str]:
+    try:
+        lines = inspect.getsource(klass).splitlines()
+    except (OSError, TypeError):
+        return {}
+    docs, above = {}, []
+    for line in lines[1:]:
+        text = line.strip()
+        if text.startswith("# ---"):  # a heading over a group of fields, not a field's doc
+            above = []
+            continue
+        if text.startswith("#"):
+            above.append(text.lstrip("# "))
+            continue
+        match = re.match(r"(\w+): [^=]+=[^#]*(?:#\s*(.*))?$", text)
+        if match and not text.startswith(("def ", "return")):
+            docs[match[1]] = " ".join([*above, match[2] or ""]).strip()
+        above = []
+    return docs

@@ -10,6 +10,7 @@ import torch
 from electra.errors import ElectraError
 from electra.model import ElectraForPreTraining
 from electra.pretrained import load_pretrained, trained_objective
+from electra.runtime import prepare_model
 
 
 def load_discriminator(model_path: str | Path, command: str):
@@ -20,7 +21,7 @@ def load_discriminator(model_path: str | Path, command: str):
             f"{model_path} is a {type(model).__name__}: {command} needs a discriminator "
             "(a run folder or its discriminator/ folder)"
         )
-    return model.eval(), tokenizer
+    return prepare_model(model, torch.device("cpu")).eval(), tokenizer
 
 
 def token_logits(model: ElectraForPreTraining, tokenizer, text: str) -> tuple[torch.Tensor, list]:

@@ -3,8 +3,9 @@
 Each arm (an objective name, or a label with any config overrides) is pretrained at the same
 training FLOPs (`electra.flops.official_train_flops`, the paper's Table 1 convention), so arms that
 cost more per step take fewer steps. At `points` evenly spaced fractions of the budget the run's
-checkpoint becomes a model folder and is fine-tuned on the chosen GLUE tasks over several seeds,
-so each arm is a line of GLUE score against pretraining FLOPs. OUT holds:
+checkpoint becomes a model folder and is fine-tuned on the chosen GLUE tasks (or a task on the
+user's own files, `--task NAME --task-data DIR`) over several seeds, so each arm is a line of GLUE
+score (the mean of the task medians) against pretraining FLOPs. OUT holds:
 
     experiment.json          the resolved plan (arms, steps, FLOPs); a rerun must match it
     arms/LABEL/pretrain/     the pretraining run (metrics.jsonl, checkpoints, model folders)
@@ -83,6 +84,9 @@ class Plan:
     points: int = 1  # fine-tuned checkpoints per arm, evenly spaced over the budget
     pretrain_set: dict[str, str] = field(default_factory=dict)
     finetune_set: dict[str, str] = field(default_factory=dict)
+    # A task on the user's own files (classification, ..., `electra.tasks.OWN_DATA`) -> its folder
+    # of train.*/dev.* files; the other tasks are GLUE's, under `glue`.
+    task_data: dict[str, str] = field(default_factory=dict)
 
 
 def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunConfig:
@@ -119,10 +123,7 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
     if len(set(labels)) != len(labels):
         raise ElectraError(f"arm labels must differ (got {', '.join(labels)})")
     for task in plan.tasks:
-        if task not in GLUE:
-            raise ElectraError(f"task {task!r} is not a GLUE task: choose from {', '.join(GLUE)}")
-        if not (Path(plan.glue) / GLUE[task].submission).is_dir():
-            raise ElectraError(f"{Path(plan.glue) / GLUE[task].submission} not found (--glue)")
+        check_task(plan, task)
 
     if plan.flops > 0:
         budget = plan.flops
@@ -146,6 +147,41 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
     return {"budget": budget, "arms": arms}
 
 
+def check_task(plan: Plan, task: str) -> None:
+    """A GLUE task's folder exists; a task on the user's files reads them (train and dev) now,
+    so that a bad file stops the experiment before any pretraining, not after it."""
+    if task in plan.task_data:
+        from electra.finetune import finetune_config, read_split
+        from electra.tasks import get_task
+
+        cfg = finetune_config(plan.finetune_set, source="--finetune-set")
+        own = get_task(task, cfg)
+        for split in ("train", "dev"):
+            read_split(own, plan.task_data[task], split)
+        return
+    if task not in GLUE:
+        raise ElectraError(
+            f"task {task!r} is not a GLUE task ({', '.join(GLUE)}): a task on your own files "
+            "takes --task NAME --task-data DIR"
+        )
+    if not plan.glue:
+        raise ElectraError(f"the GLUE task {task} needs --glue FOLDER (holding CoLA/, SST-2/, ...)")
+    if not (Path(plan.glue) / GLUE[task].submission).is_dir():
+        raise ElectraError(f"{Path(plan.glue) / GLUE[task].submission} not found (--glue)")
+
+
+def data_of(plan: Plan, task: str) -> Path:
+    """Where a task's files are: its --task-data folder, or its folder under --glue."""
+    if task in plan.task_data:
+        return Path(plan.task_data[task])
+    return Path(plan.glue) / GLUE[task].submission
+
+
+def score_name(plan: Plan) -> str:
+    """What the mean of the task medians is called: GLUE when every task is GLUE's."""
+    return "GLUE" if all(t in GLUE for t in plan.tasks) else "mean"
+
+
 def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     out = Path(out)
     data = PretrainingData(plan.data)
@@ -154,7 +190,8 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     saved = out / "experiment.json"
     if saved.is_file():
         before = json.loads(saved.read_text())
-        if before["plan"] != record["plan"]:
+        # An experiment.json written before task_data existed holds no such key: none given.
+        if {"task_data": {}, **before["plan"]} != record["plan"]:
             raise ElectraError(
                 f"{out} holds another experiment ({saved} differs): choose another --out"
             )
@@ -273,9 +310,7 @@ def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
     cfg = finetune_config(
         {**plan.finetune_set, "seeds": plan.seeds, "progress": False}, source="--finetune-set"
     )
-    results = finetune(
-        encoder, task, Path(plan.glue) / GLUE[task].submission, out, cfg, overwrite=True
-    )
+    results = finetune(encoder, task, data_of(plan, task), out, cfg, overwrite=True)
     metric = results["main_metric"]
     row = {
         "metric": metric,
@@ -283,6 +318,9 @@ def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
         "min": results["spread"][metric]["min"],
         "max": results["spread"][metric]["max"],
         "per_seed": [s["metrics"][metric] for s in results["per_seed"]],
+        # The trivial predictor's score (finetune's `baseline`): a median near it learned nothing.
+        "baseline": (results.get("baseline") or {}).get("metrics", {}).get(metric),
+        "seeds_not_beating_baseline": results["seeds_not_beating_baseline"],
     }
     write_json_atomic(summary, {**row, "model": str(encoder)})
     return row
@@ -323,9 +361,12 @@ def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, 
     write_json_atomic(out / "results.json", results)
     lines = [
         f"Budget: {resolved['budget']:.3g} training FLOPs per arm (official convention); "
-        f"median of {plan.seeds} fine-tuning seeds (min–max); GLUE = mean of the task medians.",
+        f"median of {plan.seeds} fine-tuning seeds (min–max); {score_name(plan)} = mean of the "
+        "task medians.",
         "",
-        "| arm | objective | steps | train FLOPs | " + " | ".join(plan.tasks) + " | GLUE |",
+        "| arm | objective | steps | train FLOPs | "
+        + " | ".join(plan.tasks)
+        + f" | {score_name(plan)} |",
         "|---|---|---|---|" + "---|" * len(plan.tasks) + "---|",
     ]
     for arm in plan.arms:
@@ -361,7 +402,7 @@ def plot_experiment(plan: Plan, table: dict[str, list[dict[str, Any]]], out: Pat
             ax.plot(*zip(*pts, strict=True), marker="o", label=label)
     ax.set_xscale("log")
     ax.set_xlabel("pretraining FLOPs (official convention)")
-    ax.set_ylabel(f"GLUE dev ({', '.join(plan.tasks)}; mean of medians)")
+    ax.set_ylabel(f"{score_name(plan)} dev ({', '.join(plan.tasks)}; mean of medians)")
     ax.grid(alpha=0.3)
     ax.legend()
     _save(fig, out / "glue_vs_flops.png")

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from electra.config import FinetuneConfig, TrainConfig
+from electra.config import RuntimeConfig
 from electra.distributed import World
 from electra.errors import ElectraError
 from electra.objectives import StepOutput
@@ -47,13 +47,11 @@ WARMUP_STEPS = 3
 Batch = dict[str, torch.Tensor]
 
 
-def check_graphable(
-    cfg: TrainConfig | FinetuneConfig, device: torch.device, world: World | None = None
-) -> None:
+def check_graphable(cfg: RuntimeConfig, device: torch.device, world: World | None = None) -> None:
     """Refuses a `cuda_graph` run that cannot be captured, with one line naming the field."""
     if not cfg.cuda_graph:
         return
-    field = "train.cuda_graph" if isinstance(cfg, TrainConfig) else "cuda_graph"
+    field = f"{cfg.section}cuda_graph"
     if device.type != "cuda":
         raise ElectraError(
             f"{field} captures the step on a CUDA GPU, but this run is on {device}: "
@@ -142,22 +140,24 @@ class GraphedTrainStep:
     """`electra.step.train_step` with the same arguments, each input shape's step run eagerly
     `WARMUP_STEPS` times and then captured and replayed (`ShapeGraphs`): forward, backward,
     clipping and the optimizer. Each replay copies the batch into the captured input buffers,
-    seeds the RNG and adds the captured outputs to the window. `cfg` gives the precision and
-    the clipping norm (a pretraining or a fine-tuning config)."""
+    seeds the RNG and adds the captured outputs to the window."""
 
     def __init__(
         self,
         step_fn: Callable[..., StepOutput],
         optimizer: torch.optim.Optimizer,
         params: list[torch.nn.Parameter],
-        cfg: TrainConfig | FinetuneConfig,
         device: torch.device,
+        *,
+        precision: str,
+        clip_norm: float,
         graph_key: Callable[[], Hashable] = lambda: None,
     ) -> None:
         if device.type != "cuda":
             raise ValueError(f"a captured step runs on a CUDA GPU, not on {device}")
         make_capturable(optimizer, device)
-        self.step_fn, self.optimizer, self.params, self.cfg = step_fn, optimizer, params, cfg
+        self.step_fn, self.optimizer, self.params = step_fn, optimizer, params
+        self.precision, self.clip_norm = precision, clip_norm
         self.graph_key = graph_key
         self.key: Hashable = graph_key()
         # A backward adds to `.grad`; the capture must allocate the gradients in its own memory,
@@ -169,8 +169,8 @@ class GraphedTrainStep:
     def _update(self, batch: Batch) -> tuple[list[StepOutput], torch.Tensor, torch.Tensor]:
         # Autocast's cache stays off, eager as captured: torch.compile guards on that setting,
         # and a recompilation inside a capture fails.
-        outs, bad = forward_backward(self.step_fn, [batch], self.cfg.precision, cache_casts=False)
-        grad_norm, skipped = apply_update(self.optimizer, self.params, self.cfg.clip_norm, bad)
+        outs, bad = forward_backward(self.step_fn, [batch], self.precision, cache_casts=False)
+        grad_norm, skipped = apply_update(self.optimizer, self.params, self.clip_norm, bad)
         return outs, grad_norm, skipped
 
     @property

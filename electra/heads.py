@@ -6,8 +6,13 @@ Hugging Face where a counterpart exists so the encoder's weights load by name.
 - `ElectraForTokenClassification`: dropout and one linear layer on every token.
 - `ElectraForQuestionAnswering`: the XLNet-style head of the official code: start logits, end
   logits conditioned on the start, and an answerability classifier.
+- `ElectraForSpanQuestionAnswering`: BERT's and Hugging Face's start/end head, one linear layer
+  `qa_outputs` to two logits per token (`qa_head="linear"`). Its weights are those of HF's
+  `ElectraForQuestionAnswering`, which has no counterpart of the official head, so a model
+  fine-tuned with it exports to Hugging Face.
 
-Head layers take TF's default Glorot-uniform init, as in the official code.
+Head layers take TF's default Glorot-uniform init, as in the official code, except the linear QA
+head's, which takes BERT's run_squad init (normal, std initializer_range; HF's is the same).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from torch import nn
 
 from electra.config import ModelConfig
 from electra.model import ElectraModel, activation, init_weights
-from electra.ops import Dropout
 
 QA_HIDDEN = 512  # width of the official QA head's hidden layers ("qa_hidden")
 MASKED_LOGIT = -1000.0  # the official code's penalty outside the answer mask
@@ -37,7 +41,7 @@ class _LinearHead(nn.Module):
         super().__init__()
         self.config = cfg
         self.electra = ElectraModel(cfg)
-        self.dropout = Dropout(cfg.hidden_dropout_prob)
+        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
         self.classifier = nn.Linear(cfg.hidden_size, num_labels)
         init_weights(self, cfg.initializer_range)
         _glorot(self.classifier)
@@ -144,8 +148,36 @@ class ElectraForQuestionAnswering(nn.Module):
         return end.masked_fill(~answer_mask[:, None], MASKED_LOGIT)
 
 
+class ElectraForSpanQuestionAnswering(nn.Module):
+    """Start and end logits from one linear layer on every token, as Hugging Face's
+    `ElectraForQuestionAnswering` (same module names, so the weights map one to one).
+
+    Nothing is masked in the model, as in HF: a window's "no answer" is start and end at position
+    0 ([CLS]), and decoding skips positions outside the context.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.electra = ElectraModel(cfg)
+        self.qa_outputs = nn.Linear(cfg.hidden_size, 2)
+        init_weights(self, cfg.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Start and end logits [B, T]."""
+        hidden = self.electra(input_ids, token_type_ids, attention_mask)
+        start, end = self.qa_outputs(hidden).unbind(-1)
+        return {"start_logits": start, "end_logits": end}
+
+
 HEADS = (
     "ElectraForSequenceClassification",
     "ElectraForTokenClassification",
     "ElectraForQuestionAnswering",
+    "ElectraForSpanQuestionAnswering",
 )

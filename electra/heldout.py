@@ -22,6 +22,7 @@ from electra.data import PretrainingData
 from electra.errors import ElectraError
 from electra.objectives.base import Objective
 from electra.pretrained import load_pretrained
+from electra.runtime import prepare_model
 
 
 @dataclass
@@ -52,6 +53,8 @@ def corrupt_and_score(
         )
     generator, _ = load_pretrained(run_dir / "generator")
     discriminator, _ = load_pretrained(run_dir / "discriminator")
+    cpu = torch.device("cpu")
+    generator, discriminator = prepare_model(generator, cpu), prepare_model(discriminator, cpu)
     data = PretrainingData(data_dir)
     corruption = Objective(cfg.objective, data.special, data.seq_len)
     batch = data.batch(np.arange(min(len(data), max_examples)))

@@ -31,6 +31,31 @@ def mcc(gold: Sequence, pred: Sequence) -> float:
     return 100.0 * float(matthews_corrcoef(gold, pred))
 
 
+def class_f1(gold: Sequence, pred: Sequence, positive) -> float:
+    """F1 of one class (`positive`) among any labels, strings or integers: a two-class task's F1."""
+    return 100.0 * float(f1_score(gold, pred, labels=[positive], average="macro", zero_division=0))
+
+
+def macro_f1(gold: Sequence, pred: Sequence) -> float:
+    """The unweighted mean of the per-class F1 over the classes in gold or predictions."""
+    return 100.0 * float(f1_score(gold, pred, average="macro", zero_division=0))
+
+
+def multilabel_f1(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], labels: Sequence[str]
+) -> dict[str, float]:
+    """Micro- and macro-F1 of label sets over `labels` (every label is a column, those never
+    gold nor predicted scoring 0, as scikit-learn's `zero_division=0` has it)."""
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    binarize = MultiLabelBinarizer(classes=list(labels)).fit([])
+    y, p = binarize.transform(gold), binarize.transform(pred)
+    return {
+        "micro_f1": 100.0 * float(f1_score(y, p, average="micro", zero_division=0)),
+        "macro_f1": 100.0 * float(f1_score(y, p, average="macro", zero_division=0)),
+    }
+
+
 def correlations(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
     gold, pred = np.asarray(gold, dtype=np.float64), np.asarray(pred, dtype=np.float64)
     if np.ptp(pred) == 0 or np.ptp(gold) == 0:  # undefined: a constant prediction has no rank order

@@ -5,15 +5,18 @@ size E that may differ from the hidden size H (then a linear `embeddings_project
 exact-erf GELU, and SDPA attention. Module and parameter names follow Hugging Face's
 `modeling_electra.py`, so the state dict of `ElectraForPreTraining` / `ElectraForMaskedLM` here has
 the keys of their HF namesakes.
+
+The layers are torch's own (`nn.Linear`, `nn.Dropout`, SDPA). Kernels that run faster on CPU are
+put in after a model is built, by `electra.kernels.use_kernels`, without changing its parameters.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig
-from electra.ops import Dropout, Linear, attention_at, self_attention
 
 _ACTIVATIONS = {
     "gelu": nn.GELU,
@@ -36,7 +39,7 @@ class ElectraEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.embedding_size)
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.embedding_size)
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
-        self.dropout = Dropout(cfg.hidden_dropout_prob)
+        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
     def forward(
         self,
@@ -61,24 +64,62 @@ def positions_of(input_ids: torch.Tensor, position_ids: torch.Tensor | None) -> 
 
 
 class ElectraSelfAttention(nn.Module):
+    """Multi-head self-attention: softmax(q k^T / sqrt(d), masked), dropped out, times v."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         h = cfg.hidden_size
         self.num_heads = cfg.num_attention_heads
-        self.query = Linear(h, h)
-        self.key = Linear(h, h)
-        self.value = Linear(h, h)
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
         self.dropout_p = cfg.attention_probs_dropout_prob
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor | None = None
     ) -> torch.Tensor:
-        weights = (self.query.weight, self.key.weight, self.value.weight)
-        biases = (self.query.bias, self.key.bias, self.value.bias)
-        p = self.dropout_p if self.training else 0.0
+        """x [B, T, H] to [B, T, H]; with `queries` (flat indices into [B * T]), [N, H] at those
+        positions alone. `mask` is boolean, True where a key may be attended to, shaped
+        [B, 1, 1 or T, T] (the same for every head)."""
         if queries is not None:
-            return attention_at(x, queries, weights, biases, self.num_heads, mask, p)
-        return self_attention(x, weights, biases, self.num_heads, mask, p)
+            return self.attend_at(x, mask, queries)
+        b, t, h = x.shape
+        heads, d = self.num_heads, h // self.num_heads
+        # One product for q, k and v: a wider matrix runs nearer the machine's peak than three.
+        qkv = self.project(x, self.query, self.key, self.value)  # [B, T, 3H]
+        q, k, v = qkv.view(b, t, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, T, d]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p())
+        return out.transpose(1, 2).reshape(b, t, h)  # [B, heads, T, d] -> [B, T, H]
+
+    def attend_at(
+        self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor
+    ) -> torch.Tensor:
+        """The output at `queries` alone (flat indices into x's [B * T] positions): [N, H]. Keys
+        and values are projected at every position, queries only where asked, so a head that reads
+        a few positions (the [CLS] vectors of classification) spares the final layer's query
+        projection, attention and everything after them at all other positions."""
+        b, t, h = x.shape
+        heads, d = self.num_heads, h // self.num_heads
+        rows, cols = queries // t, queries % t
+        n = queries.numel()
+        q = self.project(x.flatten(0, 1)[queries], self.query).view(n, heads, 1, d)
+        kv = self.project(x, self.key, self.value).view(b, t, 2, heads, d)
+        k, v = kv[rows].permute(2, 0, 3, 1, 4).unbind(0)  # each [N, heads, T, d]
+        if mask is not None:  # each query's row of the mask: [B, 1, 1 or T, T] -> [N, 1, 1, T]
+            mask = mask[rows, 0, cols if mask.shape[2] > 1 else 0][:, None, None, :]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p())
+        return out.reshape(n, h)  # [N, heads, 1, d] -> [N, H]
+
+    def p(self) -> float:
+        """The attention dropout rate now (none in eval)."""
+        return self.dropout_p if self.training else 0.0
+
+    def project(self, x: torch.Tensor, *layers: nn.Linear) -> torch.Tensor:
+        """x [..., H] through `layers` (of query, key, value) as one product: [..., len * H]."""
+        if len(layers) == 1:
+            return F.linear(x, layers[0].weight, layers[0].bias)
+        weight = torch.cat([layer.weight for layer in layers])
+        return F.linear(x, weight, torch.cat([layer.bias for layer in layers]))
 
 
 class ElectraResidualOutput(nn.Module):
@@ -87,9 +128,9 @@ class ElectraResidualOutput(nn.Module):
 
     def __init__(self, cfg: ModelConfig, in_features: int):
         super().__init__()
-        self.dense = Linear(in_features, cfg.hidden_size)
+        self.dense = nn.Linear(in_features, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.dropout = Dropout(cfg.hidden_dropout_prob)
+        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(x)) + residual)
@@ -111,7 +152,7 @@ class ElectraAttention(nn.Module):
 class ElectraIntermediate(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.dense = Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
         self.intermediate_act_fn = activation(cfg.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -161,7 +202,7 @@ class ElectraModel(nn.Module):
         # Passing another model's embeddings shares them: the same module, the same parameters.
         self.embeddings = embeddings if embeddings is not None else ElectraEmbeddings(cfg)
         if cfg.embedding_size != cfg.hidden_size:
-            self.embeddings_project = Linear(cfg.embedding_size, cfg.hidden_size)
+            self.embeddings_project = nn.Linear(cfg.embedding_size, cfg.hidden_size)
         self.encoder = ElectraEncoder(cfg)
 
     def forward(
@@ -191,9 +232,9 @@ class ElectraModel(nn.Module):
 class ElectraDiscriminatorPredictions(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.dense = Linear(cfg.hidden_size, cfg.hidden_size)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.activation = activation(cfg.hidden_act)
-        self.dense_prediction = Linear(cfg.hidden_size, 1)
+        self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.dense_prediction(self.activation(self.dense(hidden))).squeeze(-1)
@@ -228,7 +269,7 @@ class ElectraGeneratorPredictions(nn.Module):
         super().__init__()
         self.activation = activation("gelu")
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
-        self.dense = Linear(cfg.hidden_size, cfg.embedding_size)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.embedding_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.activation(self.dense(hidden)))
@@ -242,7 +283,7 @@ class ElectraForMaskedLM(nn.Module):
         self.config = cfg
         self.electra = ElectraModel(cfg, embeddings)
         self.generator_predictions = ElectraGeneratorPredictions(cfg)
-        self.generator_lm_head = Linear(cfg.embedding_size, cfg.vocab_size)
+        self.generator_lm_head = nn.Linear(cfg.embedding_size, cfg.vocab_size)
         init_weights(self, cfg.initializer_range, skip=embeddings)
         self.generator_lm_head.weight = self.electra.embeddings.word_embeddings.weight
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from electra.config import FinetuneConfig, TrainConfig
+from electra.config import OptimConfig
 
 
 def param_groups(model: nn.Module, weight_decay: float, by_network: bool = False) -> list[dict]:
@@ -84,7 +84,7 @@ class AdamWNoBiasCorrection(torch.optim.AdamW):
 
 
 def build_optimizer(
-    groups: list[dict], cfg: TrainConfig | FinetuneConfig, device: torch.device
+    groups: list[dict], cfg: OptimConfig, device: torch.device
 ) -> torch.optim.Optimizer:
     """Adam(W) over parameter groups; a group's `lr_scale` (layer-wise decay) multiplies its LR."""
     # torch's AdamW decays decoupled (p *= 1 - lr * wd), which equals the official rule. The fused

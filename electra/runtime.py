@@ -25,13 +25,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from electra.config import FinetuneConfig, TrainConfig
+from electra.config import RuntimeConfig
 from electra.distributed import World, wrap
 from electra.errors import ElectraError
 from electra.graphs import GraphedTrainStep, ShapeGraphs
 from electra.host_memory import keep_freed_memory
+from electra.kernels import onednn_linear_enabled, use_kernels
 from electra.objectives import StepOutput
-from electra.ops import onednn_linear_enabled
 from electra.step import autocast, train_step
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "configure_process",
     "inference_function",
     "parallelize",
+    "prepare_model",
     "resolve_device",
     "to_device",
     "train_step_function",
@@ -48,8 +49,8 @@ __all__ = [
 
 def resolve_device(name: str) -> torch.device:
     """The device `name` names (auto: a visible GPU, else the CPU). It reads the CPU linear-layer
-    setting (`electra.ops.onednn_linear_enabled`) now, on any device, so that a bad one stops a run
-    before it writes anything, on a GPU machine as on CI."""
+    setting (`electra.kernels.onednn_linear_enabled`) now, on any device, so that a bad one stops
+    a run before it writes anything, on a GPU machine as on CI."""
     onednn_linear_enabled()
     if name == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -78,24 +79,21 @@ def configure_process(device: torch.device) -> None:
 @dataclass(frozen=True)
 class Runtime:
     """How a loop runs its model: on `device`, in `precision` (auto, fp32, bf16), compiled
-    (`compile`, in `compile_mode`; None: torch.compile's default) and with the step captured in
-    CUDA graphs (`cuda_graph`, which also gives the batches static shapes)."""
+    (`compile`, in `compile_mode`), with the step captured in CUDA graphs (`cuda_graph`, which
+    also gives the batches static shapes) and with `kernels` (auto or stock, electra.kernels)."""
 
     device: torch.device
     precision: str = "auto"
     compile: bool = False
-    compile_mode: str | None = None
+    compile_mode: str = "default"
     cuda_graph: bool = False
+    kernels: str = "auto"
 
     @classmethod
-    def of(cls, cfg: TrainConfig | FinetuneConfig, device: torch.device) -> Runtime:
-        """The runtime a config asks for on `device`."""
+    def of(cls, cfg: RuntimeConfig, device: torch.device) -> Runtime:
+        """The runtime a config (pretraining's or fine-tuning's) asks for on `device`."""
         return cls(
-            device,
-            cfg.precision,
-            cfg.compile,
-            getattr(cfg, "compile_mode", None),
-            cfg.cuda_graph,
+            device, cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph, cfg.kernels
         )
 
     def autocast(self, cache_casts: bool = True) -> contextlib.AbstractContextManager:
@@ -104,6 +102,13 @@ class Runtime:
 
     def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return to_device(batch, self.device)
+
+
+def prepare_model(model: nn.Module, device: torch.device, kernels: str = "auto") -> nn.Module:
+    """A built model made ready to run, before step 1 of the order: moved to `device`, with the
+    kernels the `kernels` setting names (`electra.kernels.use_kernels`: on CPU, auto swaps in the
+    CPU kernels). Pretraining, fine-tuning and prediction all call it."""
+    return use_kernels(model.to(device), kernels, device)
 
 
 def parallelize(model: nn.Module, world: World, mode: str, layers: list[nn.Module]) -> nn.Module:
@@ -115,21 +120,24 @@ def train_step_function(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     params: list[nn.Parameter],
-    cfg: TrainConfig | FinetuneConfig,
+    clip_norm: float,
     runtime: Runtime,
     loss: Callable[[nn.Module], Callable[..., StepOutput]] | None = None,
     graph_key: Callable[[], Hashable] = lambda: None,
 ) -> Callable[..., torch.Tensor]:
     """Steps 2 and 3 of the order: one optimizer step over a list of micro-batches
-    (`electra.step.train_step`, `cfg` giving the precision and clipping), on `model` (already
+    (`electra.step.train_step`, clipped at `clip_norm`), on `model` (already
     data parallel) compiled, then captured per batch shape, as `runtime` asks. `loss` makes the
     step function from the (compiled) model, which by default is the step function itself.
     Returns the device flag of a skipped step."""
     forward = torch.compile(model, mode=runtime.compile_mode) if runtime.compile else model
     step_fn = loss(forward) if loss is not None else forward
+    settings = {"precision": runtime.precision, "clip_norm": clip_norm}
     if runtime.cuda_graph:
-        return GraphedTrainStep(step_fn, optimizer, params, cfg, runtime.device, graph_key)
-    return functools.partial(train_step, step_fn, optimizer, params, cfg=cfg)
+        return GraphedTrainStep(
+            step_fn, optimizer, params, runtime.device, **settings, graph_key=graph_key
+        )
+    return functools.partial(train_step, step_fn, optimizer, params, **settings)
 
 
 def inference_function(fn: Callable[[Any], Any], runtime: Runtime) -> Callable[[Any], Any]:

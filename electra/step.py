@@ -13,7 +13,6 @@ from collections.abc import Callable
 import torch
 from torch.distributed.tensor import DTensor
 
-from electra.config import FinetuneConfig, TrainConfig
 from electra.distributed import all_reduce_, gradient_sync
 from electra.objectives import StepOutput
 from electra.tracking import auc_from_histograms, auc_histograms
@@ -135,18 +134,19 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     params: list[torch.nn.Parameter],
     micro_batches: list[dict[str, torch.Tensor]],
-    cfg: TrainConfig | FinetuneConfig,
     window: Window,
+    *,
+    precision: str,
+    clip_norm: float,
     seeds: list[int] | None = None,
     cache_casts: bool = True,
 ) -> torch.Tensor:
     """One optimizer step over micro-batches already on the device (`forward_backward`, then
     `apply_update`), its statistics added to `window`. Nothing here reads a value back to the
     host (tests/test_host_syncs.py counts), so a GPU runs it ahead of Python, and it can be
-    captured (`electra.graphs`). `cfg` gives the precision and the clipping norm (pretraining's
-    or fine-tuning's). Returns the skipped flag (a bool tensor)."""
-    outs, bad = forward_backward(step_fn, micro_batches, cfg.precision, seeds, cache_casts)
-    grad_norm, skipped = apply_update(optimizer, params, cfg.clip_norm, bad)
+    captured (`electra.graphs`). Returns the skipped flag (a bool tensor)."""
+    outs, bad = forward_backward(step_fn, micro_batches, precision, seeds, cache_casts)
+    grad_norm, skipped = apply_update(optimizer, params, clip_norm, bad)
     optimizer.zero_grad(set_to_none=True)
     for out in outs:
         window.add(out)

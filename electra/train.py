@@ -61,6 +61,7 @@ from electra.runtime import (
     Runtime,
     configure_process,
     parallelize,
+    prepare_model,
     resolve_device,
     to_device,
     train_step_function,
@@ -294,7 +295,8 @@ def build(
     micro_batch = cfg.train.micro_batch(world.world_size)
     configure_process(device)
     torch.manual_seed(cfg.train.seed)
-    objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len).to(device)
+    objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
+    objective = prepare_model(objective, device, cfg.train.kernels)
     if init_from_pair:
         load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
     layers = [m for m in objective.modules() if isinstance(m, ElectraLayer)]
@@ -352,7 +354,7 @@ def step_function(run: Run) -> Callable[..., torch.Tensor]:
         run.model,
         run.optimizer,
         params,
-        train,
+        train.clip_norm,
         Runtime.of(train, run.device),
         graph_key=run.objective.graph_key,
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra import ops
+from electra import kernels
 from electra.cli import main
 
 
@@ -219,11 +219,11 @@ def test_bad_cpu_linear_setting(data, tmp_path, capsys, monkeypatch, gpu_visible
     monkeypatch.setenv("ELECTRA_CPU_LINEAR", "mkl")
     if gpu_visible:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    ops.onednn_linear_enabled.cache_clear()  # read it afresh now, and again after the test
+    kernels.onednn_linear_enabled.cache_clear()  # read it afresh now, and again after the test
     try:
         code, _, err = run_cli(capsys, *small_run_args(data, tmp_path / "run"))
     finally:
-        ops.onednn_linear_enabled.cache_clear()
+        kernels.onednn_linear_enabled.cache_clear()
     assert_one_line_error(code, err, "ELECTRA_CPU_LINEAR='mkl'", "auto, onednn or stock")
     assert not (tmp_path / "run").exists()
 

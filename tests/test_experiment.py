@@ -104,6 +104,9 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
     first = out / "arms" / "mlm" / f"step_{results['arms']['mlm'][0]['step']}"
     summary = json.loads((first / "finetune" / "rte" / "summary.json").read_text())
     assert summary["model"] == str(first / "mlm")  # BERT's network is the one fine-tuned
+    ft = json.loads((first / "finetune" / "rte" / "results.json").read_text())
+    assert summary["baseline"] == ft["baseline"]["metrics"]["accuracy"] > 0  # the majority class
+    assert summary["seeds_not_beating_baseline"] == ft["seeds_not_beating_baseline"]
 
     # A rerun finds everything done: no pretraining, no fine-tuning.
     def refuse(*a, **k):

@@ -108,8 +108,9 @@ def test_a_non_finite_step_changes_nothing():
             optimizer,
             list(model.parameters()),
             [batch],
-            TrainConfig(),
             Window(),
+            precision="fp32",
+            clip_norm=TrainConfig().clip_norm,
         )
 
     assert not step(1.0)

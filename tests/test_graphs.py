@@ -94,10 +94,13 @@ def _train(name: str, graphed: bool, steps: int, precision: str, compile: bool =
     )
     params = [p for p in objective.parameters() if p.requires_grad]
     step_fn = torch.compile(objective) if compile else objective
+    settings = {"precision": train.precision, "clip_norm": train.clip_norm}
     if graphed:
-        run = GraphedTrainStep(step_fn, optimizer, params, train, device, objective.graph_key)
+        run = GraphedTrainStep(
+            step_fn, optimizer, params, device, **settings, graph_key=objective.graph_key
+        )
     else:
-        run = functools.partial(train_step, step_fn, optimizer, params, cfg=train)
+        run = functools.partial(train_step, step_fn, optimizer, params, **settings)
     window = Window()
     for step, batch in enumerate(_batches(steps, tiny_model_config().vocab_size)):
         set_learning_rate(optimizer, learning_rate(step, 1e-3, steps, 3))
@@ -165,10 +168,11 @@ def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
     torch._dynamo.reset()
     captured = []
 
-    def step(step_fn, optimizer, params, cfg, device):
+    def step(step_fn, optimizer, params, device, **settings):
+        settings.pop("graph_key")
         if not graphed:
-            return functools.partial(train_step, step_fn, optimizer, params, cfg=cfg)
-        captured.append(GraphedTrainStep(step_fn, optimizer, params, cfg, device))
+            return functools.partial(train_step, step_fn, optimizer, params, **settings)
+        captured.append(GraphedTrainStep(step_fn, optimizer, params, device, **settings))
         return captured[-1]
 
     monkeypatch.setattr(runtime, "GraphedTrainStep", step)

@@ -4,8 +4,8 @@ read a value back to the host, checked without a GPU.
 On a GPU a host read (`.item()`, `.cpu()`, a boolean mask index, `nonzero`, `if tensor:`) stalls
 Python until the device catches up, and it breaks CUDA-graph capture. `HostReads` counts every op
 that would do so while a step runs on CPU: the aten ops through a dispatch mode, the Tensor methods
-that bypass dispatch on CPU by wrapping them. The CPU-only kernels of `electra.ops` (cheap dropout
-bits drawn on the host) are switched off, so the step takes the path it takes on a GPU.
+that bypass dispatch on CPU by wrapping them. The CPU-only kernels of `electra.kernels` (cheap
+dropout bits drawn on the host) are switched off, so the step takes the path it takes on a GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from electra import ops
+from electra import kernels
 from electra.config import FinetuneConfig, ObjectiveConfig, TrainConfig
 from electra.finetune import layerwise_groups, task_step, trim
 from electra.objectives import OBJECTIVES, build_objective
@@ -74,7 +74,7 @@ class HostReads(TorchDispatchMode):
 
 @pytest.fixture
 def gpu_path(monkeypatch):
-    monkeypatch.setattr(ops, "stock_ops", lambda device: True)
+    monkeypatch.setattr(kernels, "stock_ops", lambda device: True)
 
 
 def test_host_reads_are_counted(monkeypatch, gpu_path):
@@ -108,13 +108,14 @@ def test_training_step_reads_nothing_back(name, tiny_model, special, monkeypatch
         param_groups(objective, 0.01, by_network=objective.staged), train, torch.device("cpu")
     )
     params = [p for p in objective.parameters() if p.requires_grad]
+    settings = {"precision": train.precision, "clip_norm": train.clip_norm}
     ids, types, attention = _batch(special, b=8)
     batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": attention}
     window = Window()
     for step in range(3):  # through the switches of two_stage and adversarial at step 1
         objective.begin_step(step)
         with HostReads(monkeypatch) as probe:
-            train_step(objective, optimizer, params, [batch, batch], train, window)
+            train_step(objective, optimizer, params, [batch, batch], window, **settings)
         assert not probe.reads, f"step {step}: {dict(probe.reads)}"
     assert window.steps == 3 and torch.isfinite(window.sums["loss"])
 
@@ -163,7 +164,15 @@ def test_fine_tuning_reads_nothing_back(name, shape, special, monkeypatch, gpu_p
     model.train()
     for step in range(2):
         with HostReads(monkeypatch) as probe:
-            train_step(step_fn, optimizer, params, [batch], cfg, window)
+            train_step(
+                step_fn,
+                optimizer,
+                params,
+                [batch],
+                window,
+                precision="fp32",
+                clip_norm=cfg.clip_norm,
+            )
         assert not probe.reads, f"step {step}: {dict(probe.reads)}"
     assert window.steps == 2 and torch.isfinite(window.sums["example_loss"])
     if shape == "packed":  # prediction batches are padded

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -116,3 +119,16 @@ def test_padding_does_not_change_real_token_outputs(tiny_model):
     a = disc(ids, attention_mask=torch.ones_like(ids))
     b = disc(padded, attention_mask=mask)[:, :10]
     assert torch.allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("module", ["model", "heads"])
+def test_the_model_is_plain_pytorch(module):
+    """The CPU kernels are put in from outside (`electra.kernels.use_kernels`), never imported."""
+    source = (Path(__file__).resolve().parent.parent / "electra" / f"{module}.py").read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            imported |= {node.module or ""} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+    assert not {name for name in imported if name.startswith(("electra.kernels", "electra.ops"))}

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra import ops
+from electra import kernels
 from electra.finetune import trim
 from electra.heads import ElectraForSequenceClassification
 from electra.packing import first_fit, pack_batch
@@ -63,13 +63,13 @@ LENGTHS = [5, 17, 3, 9, 24, 2, 11, 6]
 
 
 @pytest.mark.parametrize("gpu_path", [False, True])
-def test_packed_logits_and_gradients_equal_padded(gpu_path, monkeypatch):
-    if gpu_path:  # SDPA with the mask, as on a GPU
-        monkeypatch.setattr(ops, "stock_ops", lambda device: True)
+def test_packed_logits_and_gradients_equal_padded(gpu_path):
     torch.manual_seed(0)
     model = ElectraForSequenceClassification(
         tiny_model_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), 3
     )
+    # gpu_path: the stock layers and SDPA with the mask, as on a GPU; else the CPU kernels
+    kernels.use_kernels(model, "stock" if gpu_path else "auto", torch.device("cpu"))
     batch = padded_batch(LENGTHS)
     packed = pack_batch(batch)
     assert packed["input_ids"].shape == (4, 24)  # 77 real tokens in 4 rows instead of 8
@@ -89,15 +89,15 @@ def test_packed_logits_and_gradients_equal_padded(gpu_path, monkeypatch):
 
 @pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("gpu_path", [False, True])
-def test_the_last_layer_at_cls_alone_equals_the_whole_encoder(packed, gpu_path, monkeypatch):
+def test_the_last_layer_at_cls_alone_equals_the_whole_encoder(packed, gpu_path):
     """The classifier runs the encoder's last layer at the [CLS] positions only: the same logits
     and gradients as taking [CLS] from every position's final states."""
-    if gpu_path:
-        monkeypatch.setattr(ops, "stock_ops", lambda device: True)
     torch.manual_seed(0)
     model = ElectraForSequenceClassification(
         tiny_model_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), 3
     )
+    # gpu_path: the stock layers and SDPA with the mask, as on a GPU; else the CPU kernels
+    kernels.use_kernels(model, "stock" if gpu_path else "auto", torch.device("cpu"))
     batch = padded_batch(LENGTHS)
     if packed:
         batch = pack_batch(batch)

@@ -48,7 +48,6 @@ from electra.objectives.masking import (
     write_slots,
 )
 from electra.objectives.sampling import sample_categorical, sample_tokens
-from electra.ops import Linear
 from electra.tokenizer import SpecialIds
 
 
@@ -63,7 +62,7 @@ class TwoTowerClozeGenerator(nn.Module):
         self.rtl = ElectraModel(cfg, shared)
         head = replace(cfg, hidden_size=2 * cfg.hidden_size)  # reads both towers' states
         self.generator_predictions = ElectraGeneratorPredictions(head)
-        self.generator_lm_head = Linear(cfg.embedding_size, cfg.vocab_size)
+        self.generator_lm_head = nn.Linear(cfg.embedding_size, cfg.vocab_size)
         init_weights(self, cfg.initializer_range, skip=embeddings)
         self.generator_lm_head.weight = shared.word_embeddings.weight
 

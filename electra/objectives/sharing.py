@@ -25,7 +25,6 @@ from electra.model import (
     ElectraForPreTraining,
     positions_of,
 )
-from electra.ops import Dropout
 
 
 class DisentangledEmbeddings(nn.Module):
@@ -42,7 +41,7 @@ class DisentangledEmbeddings(nn.Module):
         )
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.embedding_size)
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
-        self.dropout = Dropout(cfg.hidden_dropout_prob)
+        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
     @property
     def source(self) -> ElectraEmbeddings:

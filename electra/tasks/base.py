@@ -7,6 +7,7 @@ training and evaluation loops (`electra.finetune`) know nothing else about tasks
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,16 @@ class Task:
     packable: bool = False
     # split name -> {evaluation set name: candidate file names}; one set for most tasks.
     files: dict[str, dict[str, tuple[str, ...]]] = {}
+    # `finetune` also predicts a test split where there is one (the user's own data tasks), and
+    # `evaluate` writes a benchmark's submission files for an unlabelled test split.
+    finetune_test: bool = False
+    writes_submission: bool = True
 
-    def split_files(self, data_dir: Path, split: str) -> dict[str, Path]:
-        """The files of a split, by evaluation set name; a clear error when one is missing."""
+    def split_files(self, data_dir: Path | Mapping[str, Path], split: str) -> dict[str, Path]:
+        """The files of a split, by evaluation set name; a clear error when one is missing.
+        `data_dir` is a folder, a file, or a {split: file} mapping (--train/--dev/--test)."""
+        if isinstance(data_dir, Mapping):
+            return self._given_files(data_dir, split)
         data_dir = Path(data_dir)
         if not data_dir.exists():
             raise ElectraError(f"data not found: {data_dir}")
@@ -67,6 +75,21 @@ class Task:
                 )
             found[set_name] = path
         return found
+
+    def _given_files(self, files: Mapping[str, Path], split: str) -> dict[str, Path]:
+        sets = self.files.get(split, {})
+        if not files.get(split) or len(sets) != 1:
+            where = f"pass --{split} FILE" if len(sets) == 1 else "pass the task's folder as --data"
+            raise ElectraError(f"no {split} file for {self.name}: {where}")
+        return {next(iter(sets)): Path(files[split])}
+
+    def has_split(self, data_dir: Path | Mapping[str, Path], split: str) -> bool:
+        """Whether the data holds `split` (for an optional one: test)."""
+        try:
+            self.split_files(data_dir, split)
+        except ElectraError:
+            return False
+        return True
 
     def read(self, path: Path, split: str) -> list[Any]:
         raise NotImplementedError
@@ -129,6 +152,13 @@ class Task:
         """`electra predict`'s JSONL records, one per example, in order."""
         raise NotImplementedError
 
+    def truncated(
+        self, examples: list[Any], encoded: Encoded, tokenizer: tokenizers.Tokenizer, max_len: int
+    ) -> int:
+        """How many of `examples` lost tokens to `max_len` when encoded (`electra predict` says so
+        once on stderr); 0 where the task keeps everything (windows)."""
+        return 0
+
     def double_unordered(self, examples: list[Any]) -> list[Any]:
         raise ElectraError(
             f"double_unordered applies to MRPC and STS-B, whose pairs are unordered, not {self.name}"
@@ -175,3 +205,14 @@ def to_tensors(rows: list[tuple[list[int], list[int]]], max_len: int, pad: int) 
 
 def token_ids(tokenizer: tokenizers.Tokenizer, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+
+def require_suffix(path: Path, suffixes: tuple[str, ...], task: str) -> None:
+    """Refuses an input file whose extension is not one of the task's formats (before reading it
+    as something it is not); a name without an extension is taken as it is."""
+    path = Path(path)
+    if path.suffix and path.suffix.lower() not in suffixes:
+        raise ElectraError(
+            f"{path}: {task} reads {' or '.join(suffixes)} files, not {path.suffix}: pass a file "
+            "in the task's format, or - for lines of text on standard input"
+        )

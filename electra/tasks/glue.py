@@ -21,7 +21,7 @@ from electra.atomic import write_text_atomic
 from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.heads import ElectraForSequenceClassification
-from electra.tasks.base import Encoded, Task, pack, to_tensors, token_ids
+from electra.tasks.base import Encoded, Task, pack, require_suffix, to_tensors, token_ids
 from electra.tokenizer import special_ids
 
 
@@ -254,14 +254,18 @@ class GlueTask(Task):
             cfg, 1 if self.regression else len(self.spec.labels)
         )
 
-    def losses(self, model, batch) -> torch.Tensor:
-        logits = model(
+    def training_logits(self, model, batch) -> torch.Tensor:
+        """The head's logits [B, outputs] for a training batch, packed (electra.packing) or not."""
+        return model(
             batch["input_ids"],
             batch["token_type_ids"],
             batch["attention_mask"],
             batch.get("position_ids"),
             batch.get("cls_index"),
         )
+
+    def losses(self, model, batch) -> torch.Tensor:
+        logits = self.training_logits(model, batch)
         if self.regression:
             return (logits.squeeze(-1).float() - batch["labels"]) ** 2
         return F.cross_entropy(logits.float(), batch["labels"], reduction="none")
@@ -332,3 +336,73 @@ class GlueTask(Task):
             lines.append(f"{p['id']}\t{value}")
         write_text_atomic(path, "\n".join(lines) + "\n")
         return path
+
+    # --- `electra predict` --------------------------------------------------------------------
+
+    @property
+    def value_scale(self) -> float:
+        """What the regression head's output is multiplied by to give a value on the labels'
+        scale: the head is trained on score/5 (§5), so STS-B's predictions come back on 0-5."""
+        return 5.0
+
+    def read_inputs(self, path: Path) -> list[Example]:
+        """A test file, or a labelled (train/dev) file whose labels are dropped."""
+        require_suffix(path, (".tsv", ".txt"), self.name)
+        try:
+            examples = self.read(path, "test")
+        except ElectraError:
+            examples = self.read(path, "dev")  # the labelled layout (CoLA's has no header)
+        return [Example(e.id, e.text_a, e.text_b, None) for e in examples]
+
+    def from_lines(self, lines: list[str], source: str) -> list[Example]:
+        """A text per line, or a TAB-separated pair for a pair task; blank lines are skipped."""
+        pairs = self.spec.test.text_b is not None
+        examples = []
+        for line_no, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != (2 if pairs else 1):
+                want = "two texts separated by a TAB" if pairs else "one text (no TAB)"
+                raise ElectraError(
+                    f"{source}, line {line_no}: {len(fields)} TAB-separated fields, but "
+                    f"{self.name} takes {want} per line"
+                )
+            text_b = fields[1] if pairs else None
+            examples.append(Example(str(len(examples)), fields[0], text_b, None))
+        return examples
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """{"id", "label", "score"} (+ "scores": every label's) from the softmax of the logits;
+        multilabel (a task with `multilabel` set): {"id", "labels" above its `threshold`,
+        "scores"} from a sigmoid per label; regression: {"id", "value"} on the labels' scale.
+        The labels are the spec's, so the own-data tasks built on this one inherit it."""
+        logits = outputs["logits"].float()
+        if self.regression:
+            values = (logits.squeeze(-1) * self.value_scale).tolist()
+            return [{"id": e.id, "value": v} for e, v in zip(examples, values, strict=True)]
+        labels = self.spec.labels
+        multilabel = getattr(self, "multilabel", False)
+        probs = (logits.sigmoid() if multilabel else logits.softmax(-1)).tolist()
+        rows = []
+        for e, p in zip(examples, probs, strict=True):
+            scores = dict(zip(labels, p, strict=True))
+            if multilabel:
+                chosen = [name for name in labels if scores[name] > self.threshold]
+                rows.append({"id": e.id, "labels": chosen, "scores": scores})
+                continue
+            best = max(range(len(labels)), key=p.__getitem__)  # the first of a tie, as argmax
+            row = {"id": e.id, "label": labels[best], "score": p[best]}
+            rows.append({**row, "scores": scores} if all_scores else row)
+        return rows
+
+    def truncated(self, examples, encoded, tokenizer, max_len) -> int:
+        """Inputs cut to fit `max_len`. Only a row filled to `max_len` can have been cut, so only
+        those (few) are tokenized again to tell."""
+        full = encoded.tensors["attention_mask"].sum(1) == max_len
+        count = 0
+        for i in full.nonzero().flatten().tolist():
+            e = examples[i]
+            texts = [t for t in (e.text_a, e.text_b) if t is not None]
+            count += sum(map(len, token_ids(tokenizer, texts))) + len(texts) + 1 > max_len
+        return count

@@ -3,11 +3,13 @@ line between sentences, `-DOCSTART-` lines between documents.
 
 Each word's tag is predicted at its first sub-token (the official tagging recipe); the loss is
 summed over words. Words beyond the model's length are predicted `O` so that every sentence is
-scored whole, with entity-level F1 (seqeval).
+scored whole, with entity-level F1 (seqeval). `electra.tasks.tagging` is the general case: the
+user's files in CoNLL columns or JSONL, with the tag set read from the training file.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import torch.nn.functional as F
 from electra import metrics
 from electra.errors import ElectraError
 from electra.heads import ElectraForTokenClassification
-from electra.tasks.base import Encoded, Task
+from electra.tasks.base import Encoded, Task, require_suffix
 from electra.tokenizer import special_ids
 
 IGNORE = -100
@@ -96,6 +98,7 @@ class NerTask(Task):
         mask = torch.zeros((n, max_len), dtype=torch.long)
         labels = torch.full((n, max_len), IGNORE, dtype=torch.long)
         first_tokens = []  # per sentence: the position of each kept word's first sub-token
+        first_words = []  # and that word's index (a word with no sub-token has no position)
         encodings = tokenizer.encode_batch(
             [list(s.words) for s in examples], is_pretokenized=True, add_special_tokens=False
         )
@@ -103,14 +106,16 @@ class NerTask(Task):
             row = [special.cls, *enc.ids[: max_len - 2], special.sep]
             ids[i, : len(row)] = torch.tensor(row)
             mask[i, : len(row)] = 1
-            firsts, previous = [], None
+            firsts, words, previous = [], [], None
             for pos, word in enumerate(enc.word_ids[: max_len - 2], start=1):
                 if word is not None and word != previous:
                     firsts.append(pos)
+                    words.append(word)
                     if sentence.tags is not None:
                         labels[i, pos] = self.labels.index(sentence.tags[word])
                 previous = word
             first_tokens.append(firsts)
+            first_words.append(words)
         tensors = {
             "input_ids": ids,
             "token_type_ids": torch.zeros_like(ids),
@@ -118,7 +123,7 @@ class NerTask(Task):
         }
         if examples[0].tags is not None:
             tensors["labels"] = labels
-        return Encoded(tensors, {"first_tokens": first_tokens})
+        return Encoded(tensors, {"first_tokens": first_tokens, "first_words": first_words})
 
     def build_model(self, cfg) -> ElectraForTokenClassification:
         return ElectraForTokenClassification(cfg, len(self.labels))
@@ -139,8 +144,13 @@ class NerTask(Task):
         out = []
         for i, sentence in enumerate(examples):
             firsts = encoded.meta["first_tokens"][i]
-            pred = [self.labels[t] for t in tags[i, firsts].tolist()]
-            pred += ["O"] * (len(sentence.words) - len(pred))  # words cut off by max_seq_len
+            # 'O' for words cut off by max_seq_len, or that the tokenizer drops (zero-width
+            # characters): every sentence is scored whole, each tag at its own word.
+            pred = ["O"] * len(sentence.words)
+            for word, t in zip(
+                encoded.meta["first_words"][i], tags[i, firsts].tolist(), strict=True
+            ):
+                pred[word] = self.labels[t]
             gold = list(sentence.tags) if sentence.tags is not None else None
             out.append({"id": sentence.id, "prediction": pred, "label": gold})
         return out
@@ -166,3 +176,109 @@ class NerTask(Task):
         return metrics.entity_scores(
             [p["label"] for p in predictions], [p["prediction"] for p in predictions]
         )
+
+    # --- `electra predict` --------------------------------------------------------------------
+
+    def read_inputs(self, path: Path) -> list[Sentence]:
+        """Sentences of a CoNLL-style file: a word per line (its first field; tags and other
+        columns, if any, are ignored), a blank line between sentences."""
+        require_suffix(path, CONLL_SUFFIXES, self.name)
+        sentences: list[Sentence] = []
+        words: list[str] = []
+        with open(path, encoding="utf-8") as f:
+            for line in [*f, ""]:  # the final "" ends the last sentence
+                fields = line.split()
+                if fields and fields[0] != "-DOCSTART-":
+                    words.append(fields[0])
+                elif words:
+                    sentences.append(Sentence(str(len(sentences)), tuple(words), None))
+                    words = []
+        return sentences
+
+    def from_lines(self, lines: list[str], source: str) -> list[TextSentence]:
+        """A sentence per line, its words split at whitespace (each word's character offset in
+        the line kept for the entities' offsets); blank lines are skipped."""
+        sentences = []
+        for line in lines:
+            found = list(re.finditer(r"\S+", line))
+            if found:
+                words = tuple(m.group() for m in found)
+                starts = tuple(m.start() for m in found)
+                sentences.append(TextSentence(str(len(sentences)), words, None, line, starts))
+        return sentences
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """{"id", "words", "tags", "entities": [{"entity", "start", "end", "text"}]}: the
+        character offsets are into the input line, or for a file into its words joined by
+        single spaces."""
+        rows = []
+        for sentence, pred in zip(examples, self.decode(examples, encoded, outputs), strict=True):
+            text, starts = sentence_text(sentence)
+            entities = []
+            for kind, first, last in entity_spans(pred["prediction"]):
+                start, end = starts[first], starts[last] + len(sentence.words[last])
+                entities.append(
+                    {"entity": kind, "start": start, "end": end, "text": text[start:end]}
+                )
+            rows.append(
+                {
+                    "id": sentence.id,
+                    "words": list(sentence.words),
+                    "tags": pred["prediction"],
+                    "entities": entities,
+                }
+            )
+        return rows
+
+    def truncated(self, examples, encoded, tokenizer, max_len) -> int:
+        """Sentences whose last words did not fit (they are tagged O)."""
+        full = (encoded.tensors["attention_mask"].sum(1) == max_len).tolist()
+        kept = encoded.meta.get("first_words") or [
+            range(len(f)) for f in encoded.meta["first_tokens"]
+        ]
+        return sum(
+            cut and max(words, default=-1) < len(s.words) - 1
+            for cut, words, s in zip(full, kept, examples, strict=True)
+        )
+
+
+CONLL_SUFFIXES = (".txt", ".conll", ".iob", ".bio", ".testa", ".testb", ".train")
+
+
+@dataclass(frozen=True)
+class TextSentence(Sentence):
+    """A sentence from a line of text: the line itself and each word's character offset in it."""
+
+    text: str = ""
+    starts: tuple[int, ...] = ()
+
+
+def sentence_text(sentence: Sentence) -> tuple[str, tuple[int, ...]]:
+    """The text a sentence's character offsets refer to, and each word's start in it: the line
+    it was read from, or its words joined by single spaces."""
+    if isinstance(sentence, TextSentence):
+        return sentence.text, sentence.starts
+    starts, at = [], 0
+    for word in sentence.words:
+        starts.append(at)
+        at += len(word) + 1
+    return " ".join(sentence.words), tuple(starts)
+
+
+def entity_spans(tags: list[str]) -> list[tuple[str, int, int]]:
+    """(type, first word, last word) of each entity in a tag sequence: B-X starts one, I-X
+    continues an X (and starts one after anything else, as IOB1 and Hugging Face's grouping do),
+    a tag without a prefix is an I- tag of its own name, O is outside."""
+    spans: list[list] = []
+    previous = "O"
+    for i, tag in enumerate(tags):
+        if tag == "O":
+            previous = "O"
+            continue
+        prefix, _, kind = tag.partition("-") if tag[:2] in ("B-", "I-") else ("I", "", tag)
+        if prefix == "B" or previous == "O" or previous != kind:
+            spans.append([kind, i, i])
+        else:
+            spans[-1][2] = i
+        previous = kind
+    return [tuple(s) for s in spans]

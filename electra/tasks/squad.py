@@ -7,10 +7,18 @@ context. A window that does not hold the gold answer is trained to point at posi
 labelled unanswerable; at prediction time each token is scored only in the window where it has the
 most context on both sides (BERT's "max context" rule), and the question's null score is the lowest
 (most answerable) answerability logit over its windows.
+
+With `qa_head="linear"` the head is BERT's and Hugging Face's instead (`heads.py`,
+`ElectraForSpanQuestionAnswering`): start and end logits, trained with cross-entropy towards the
+gold tokens (position 0, [CLS], where the window has no answer), the best span the highest start +
+end logit sum with start <= end among the top `n_best` starts and ends, and the null score HF's
+run_squad compares with its threshold: the lowest [CLS] score (start[0] + end[0]) over the windows
+minus the best span's score.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections import defaultdict
@@ -23,11 +31,17 @@ import torch.nn.functional as F
 from electra import metrics
 from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
-from electra.heads import ElectraForQuestionAnswering
-from electra.tasks.base import Encoded, Task, to_tensors
+from electra.heads import ElectraForQuestionAnswering, ElectraForSpanQuestionAnswering
+from electra.tasks.base import Encoded, Task, require_suffix, to_tensors, token_ids
 from electra.tokenizer import special_ids
 
 ANSWERABILITY_WEIGHT = 0.5
+QA_HEADS = ("official", "linear")
+# The default null threshold of each head: the official test setting for the answerability logit,
+# and HF's `null_score_diff_threshold` for the linear head's null-minus-best-span score.
+NULL_THRESHOLDS = {"official": -2.75, "linear": 0.0}
+# The linear head's null score for a question with no valid span in any window: no answer.
+NO_SPAN_NULL_SCORE = 1e4
 
 
 @dataclass(frozen=True)
@@ -66,7 +80,8 @@ def read_squad(path: Path) -> list[Question]:
                             raise ElectraError(
                                 f"{path}, line {line} (question {qa['id']}): answer {text!r} is "
                                 f"not at offset {start} of its context (found "
-                                f"{context[start : start + len(text)]!r})"
+                                f"{context[start : start + len(text)]!r}): correct answer_start "
+                                "(0-based, in characters) or the answer text"
                             )
                         answers.append((text, start))
                     impossible = bool(qa.get("is_impossible", False))
@@ -84,6 +99,12 @@ def gold_answers(questions: list[Question]) -> dict[str, list[str]]:
     return {q.id: [] if q.is_impossible else [a[0] for a in q.answers] for q in questions}
 
 
+def squad_settings(cfg) -> dict:
+    """`SquadTask`'s settings from a `FinetuneConfig`."""
+    names = ("doc_stride", "max_query_length", "n_best", "max_answer_length", "null_threshold")
+    return {name: getattr(cfg, name) for name in (*names, "qa_head")}
+
+
 class SquadTask(Task):
     family = "qa"
     epochs = 2
@@ -98,7 +119,8 @@ class SquadTask(Task):
         max_query_length: int = 64,
         n_best: int = 20,
         max_answer_length: int = 30,
-        null_threshold: float = -2.75,
+        null_threshold: float | None = None,
+        qa_head: str = "official",
     ):
         self.version = version
         self.name = "squad1" if version == "1.1" else "squad2"
@@ -106,9 +128,32 @@ class SquadTask(Task):
         self.max_query_length = max_query_length
         self.n_best = n_best
         self.max_answer_length = max_answer_length
-        self.null_threshold = null_threshold
+        self._requested_threshold = null_threshold
+        self._set_head(qa_head)
         v = "v1.1" if version == "1.1" else "v2.0"
         self.files = {s: {s: (f"{s}-{v}.json", f"{s}.json")} for s in ("train", "dev", "test")}
+
+    def _set_head(self, qa_head: str) -> None:
+        """The head and the null threshold that goes with it. None means the head's own default:
+        -2.75 is a point on the official head's answerability logit and means nothing for the
+        linear head's score difference, whose default is HF's 0.0."""
+        if qa_head not in QA_HEADS:
+            raise ElectraError(f"qa_head={qa_head!r}: use official or linear")
+        self.qa_head = qa_head
+        threshold = self._requested_threshold
+        if threshold is None:
+            threshold = NULL_THRESHOLDS[qa_head]
+        self.null_threshold = threshold
+        # The linear head's logits go back whole to the host, one per token (padded by `predict`).
+        self.token_outputs = ("start_logits", "end_logits") if qa_head == "linear" else ()
+
+    def head_config(self):
+        return {"qa_head": self.qa_head}
+
+    def with_head_config(self, head):
+        task = copy.copy(self)
+        task._set_head(head.get("qa_head", "official"))  # models saved before the setting
+        return task
 
     def read(self, path, split):
         return read_squad(path)
@@ -165,10 +210,21 @@ class SquadTask(Task):
             tensors["is_impossible"] = torch.tensor(impossible)
         return Encoded(tensors, meta)
 
-    def build_model(self, cfg) -> ElectraForQuestionAnswering:
+    def build_model(self, cfg) -> ElectraForQuestionAnswering | ElectraForSpanQuestionAnswering:
+        if self.qa_head == "linear":
+            return ElectraForSpanQuestionAnswering(cfg)
         return ElectraForQuestionAnswering(cfg)
 
     def losses(self, model, batch) -> torch.Tensor:
+        if self.qa_head == "linear":  # HF's loss, per example: the mean of start and end CE
+            out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+            start = F.cross_entropy(
+                out["start_logits"].float(), batch["start_positions"], reduction="none"
+            )
+            end = F.cross_entropy(
+                out["end_logits"].float(), batch["end_positions"], reduction="none"
+            )
+            return (start + end) / 2
         out = model(
             batch["input_ids"],
             batch["token_type_ids"],
@@ -185,12 +241,39 @@ class SquadTask(Task):
         return (start + end) / 2 + ANSWERABILITY_WEIGHT * answerable
 
     def infer(self, model, batch):
+        if self.qa_head == "linear":
+            out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+            return {k: v.float() for k, v in out.items()}
         out = model(
             batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], n_top=self.n_best
         )
-        return {k: v.float() if v.is_floating_point() else v for k, v in out.items()}
+        return {k: _to_n_best(v, self.n_best) for k, v in out.items()}
 
     def decode(self, examples, encoded, outputs) -> list[dict]:
+        if self.qa_head == "linear":
+            best, null = self._linear_spans(examples, encoded, outputs)
+        else:
+            best, null = self._official_spans(examples, encoded, outputs)
+        golds = gold_answers(examples)
+        out = []
+        for ex_index, q in enumerate(examples):
+            span = best.get(ex_index, (0.0, ""))[1]
+            null_score = null[ex_index]
+            no_answer = self.version != "1.1" and null_score > self.null_threshold
+            out.append(
+                {
+                    "id": q.id,
+                    "prediction": "" if no_answer else span,
+                    "label": golds[q.id] if q.answers or q.is_impossible else None,
+                    "best_span": span,
+                    "null_score": null_score,
+                }
+            )
+        return out
+
+    def _official_spans(self, examples, encoded, outputs):
+        """Each question's best (log-probability, span) and its null score: the lowest
+        answerability logit over its windows."""
         best: dict[int, tuple[float, str]] = {}
         null: dict[int, float] = defaultdict(lambda: math.inf)
         start_lp, start_ix = outputs["start_log_probs"].tolist(), outputs["start_index"].tolist()
@@ -212,34 +295,56 @@ class SquadTask(Task):
                     score = start_lp[row][i] + end_lp[row][i][j]
                     if ex_index not in best or score > best[ex_index][0]:
                         best[ex_index] = (score, context[offsets[s][0] : offsets[e][1]])
-        golds = gold_answers(examples)
-        out = []
-        for ex_index, q in enumerate(examples):
-            span = best.get(ex_index, (0.0, ""))[1]
-            null_score = null[ex_index]
-            no_answer = self.version != "1.1" and null_score > self.null_threshold
-            out.append(
-                {
-                    "id": q.id,
-                    "prediction": "" if no_answer else span,
-                    "label": golds[q.id] if q.answers or q.is_impossible else None,
-                    "best_span": span,
-                    "null_score": null_score,
-                }
-            )
-        return out
+        return best, null
+
+    def _linear_spans(self, examples, encoded, outputs):
+        """Each question's best (start + end logit, span) over the top `n_best` starts and ends of
+        each window (a span in the context, start <= end, at most `max_answer_length` tokens,
+        its start in its max-context window), and its null score: the lowest start[0] + end[0]
+        over the windows minus the best span's score (HF's run_squad)."""
+        best: dict[int, tuple[float, str]] = {}
+        cls: dict[int, float] = defaultdict(lambda: math.inf)
+        for row, ex_index in enumerate(encoded.meta["example"]):
+            offsets = encoded.meta["offsets"][row]
+            max_context = encoded.meta["max_context"][row]
+            start = outputs["start_logits"][row, : len(offsets)]  # this row's real tokens
+            end = outputs["end_logits"][row, : len(offsets)]
+            cls[ex_index] = min(cls[ex_index], float(start[0] + end[0]))
+            k = min(self.n_best, len(offsets))
+            starts, ends = start.topk(k).indices.tolist(), end.topk(k).indices.tolist()
+            for s in starts:
+                if offsets[s] is None or not max_context[s]:
+                    continue
+                for e in ends:
+                    if offsets[e] is None or e < s or e - s + 1 > self.max_answer_length:
+                        continue
+                    score = float(start[s] + end[e])
+                    if ex_index not in best or score > best[ex_index][0]:
+                        context = examples[ex_index].context
+                        best[ex_index] = (score, context[offsets[s][0] : offsets[e][1]])
+        null = {
+            i: cls[i] - best[i][0] if i in best else NO_SPAN_NULL_SCORE
+            for i in range(len(examples))
+        }
+        return best, null
 
     def score(self, predictions) -> dict[str, float]:
         golds = {p["id"]: p["label"] for p in predictions}
         if self.version == "1.1":
             return metrics.squad_v1_scores(golds, {p["id"]: p["prediction"] for p in predictions})
-        # The v2.0 script's use: best non-null spans, null scores and the threshold.
-        return metrics.squad_v2_scores(
+        # The v2.0 script's use: best non-null spans, null scores and the threshold, for the
+        # best-threshold search.
+        scores = metrics.squad_v2_scores(
             golds,
             {p["id"]: p["best_span"] for p in predictions},
             {p["id"]: p["null_score"] for p in predictions},
             threshold=self.null_threshold,
         )
+        # Exact and F1 of the predictions as made, the run's threshold applied: the same numbers
+        # where that threshold is this task's, and the run's own where it is not (`electra score`
+        # of a predictions.jsonl knows neither the head nor the threshold it was decoded with).
+        made = metrics.squad_v2_scores(golds, {p["id"]: p["prediction"] for p in predictions})
+        return {**scores, **made}
 
     def baseline(self, train) -> dict | None:
         if self.version == "1.1":
@@ -271,6 +376,113 @@ class SquadTask(Task):
                 Path(out_dir) / "null_odds.json", {p["id"]: p["null_score"] for p in predictions}
             )
         return path
+
+    # --- `electra predict` --------------------------------------------------------------------
+
+    def read_inputs(self, path: Path) -> list[Question]:
+        """Questions of a SQuAD JSON file; its answers, if any, are ignored."""
+        require_suffix(path, (".json",), self.name)
+        return read_squad(path)
+
+    def from_lines(self, lines: list[str], source: str) -> list[Question]:
+        """A question and its context per line, TAB-separated; blank lines are skipped."""
+        questions = []
+        for line_no, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != 2 or not fields[1].strip():
+                raise ElectraError(
+                    f"{source}, line {line_no}: expected a question, a TAB and its context, found "
+                    f"{len(fields)} TAB-separated field{'s' if len(fields) > 1 else ''}"
+                )
+            questions.append(Question(str(len(questions)), fields[0], fields[1], (), False))
+        return questions
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """{"id", "answer", "start" (its character offset in the context; null without one),
+        "score" (the model's probability of the best span), "no_answer", "null_score"}: the
+        answers `evaluate` gives, with their offsets."""
+        spans = self._answer_offsets(encoded, outputs)
+        decoded = self.decode(examples, encoded, outputs)
+        rows = []
+        for i, (q, pred) in enumerate(zip(examples, decoded, strict=True)):
+            no_answer = self.version != "1.1" and pred["null_score"] > self.null_threshold
+            prob, start = spans.get(i, (0.0, None))
+            rows.append(
+                {
+                    "id": q.id,
+                    "answer": pred["prediction"],
+                    "start": None if no_answer or not pred["prediction"] else start,
+                    "score": prob,
+                    "no_answer": no_answer,
+                    "null_score": pred["null_score"],
+                }
+            )
+        return rows
+
+    def _answer_offsets(self, encoded, outputs) -> dict[int, tuple[float, int]]:
+        """Each question's best span (chosen as `decode` chooses it) as (probability, character
+        offset of its start)."""
+        best: dict[int, tuple[float, float, int]] = {}
+        for ex_index, row, s, score, log_prob in self._span_candidates(encoded, outputs):
+            if ex_index not in best or score > best[ex_index][0]:
+                best[ex_index] = (score, log_prob, encoded.meta["offsets"][row][s][0])
+        return {i: (math.exp(lp), start) for i, (_, lp, start) in best.items()}
+
+    def _span_candidates(self, encoded, outputs):
+        """(question, row, start token, score `decode` ranks by, log-probability) of every span
+        `decode` considers, in its order."""
+        linear = self.qa_head == "linear"
+        for row, ex_index in enumerate(encoded.meta["example"]):
+            offsets = encoded.meta["offsets"][row]
+            max_context = encoded.meta["max_context"][row]
+            for s, e, score, log_prob in (
+                self._linear_row(outputs, row, len(offsets))
+                if linear
+                else self._official_row(outputs, row, len(offsets))
+            ):
+                if s >= len(offsets) or offsets[s] is None or not max_context[s]:
+                    continue
+                if e >= len(offsets) or offsets[e] is None or e < s:
+                    continue
+                if e - s + 1 <= self.max_answer_length:
+                    yield ex_index, row, s, score, log_prob
+
+    def _official_row(self, outputs, row, n):
+        start_lp, start_ix = outputs["start_log_probs"][row], outputs["start_index"][row]
+        end_lp, end_ix = outputs["end_log_probs"][row], outputs["end_index"][row]
+        for i, s in enumerate(start_ix.tolist()):
+            for j, e in enumerate(end_ix[i].tolist()):
+                score = float(start_lp[i]) + float(end_lp[i, j])
+                yield s, e, score, score
+
+    def _linear_row(self, outputs, row, n):
+        start, end = outputs["start_logits"][row, :n], outputs["end_logits"][row, :n]
+        norm = float(start.logsumexp(0) + end.logsumexp(0))
+        k = min(self.n_best, n)
+        for s in start.topk(k).indices.tolist():
+            for e in end.topk(k).indices.tolist():
+                score = float(start[s] + end[e])
+                yield s, e, score, score - norm
+
+    def truncated(self, examples, encoded, tokenizer, max_len) -> int:
+        """Questions cut to `max_query_length` tokens (long contexts are windowed, not cut)."""
+        ids = token_ids(tokenizer, [q.question for q in examples])
+        return sum(len(q) > self.max_query_length for q in ids)
+
+
+def _to_n_best(value: torch.Tensor, n_best: int) -> torch.Tensor:
+    """An official-head output in fp32 with its top-k dimensions filled up to `n_best`: a batch
+    trimmed to fewer than `n_best` tokens has fewer candidates, and batches are concatenated.
+    The filling is index 0, never a span (decoding skips it), at a log-probability below any."""
+    if value.is_floating_point():
+        value = value.float()
+    if value.dim() < 2 or value.shape[-1] >= n_best:
+        return value
+    gap = n_best - value.shape[-1]
+    pad = (0, gap) if value.dim() == 2 else (0, gap, 0, gap)  # [B, k] or [B, k, k]
+    return F.pad(value, pad, value=-1e4 if value.is_floating_point() else 0)
 
 
 def _gold_tokens(q: Question, offsets: list[tuple[int, int]]) -> tuple[int, int] | None:

@@ -1,26 +1,31 @@
-"""The model's hot-path ops where the stock kernel is slow on CPU: linear layers, dropout, attention.
+"""Kernels faster than torch's stock ones on CPU, and `use_kernels`, which puts them into a built
+model. `electra.model` is written with stock layers (`nn.Linear`, `nn.Dropout`, SDPA); the
+`kernels` setting (auto or stock) chooses whether a run swaps these in, as Hugging Face chooses an
+attention implementation by name. The swap changes module classes only: parameters, their names
+and ties stay as they are, so state dicts, optimizers and data parallelism see the same model.
 
 Linear layers: torch's fp32 products on CPU go to MKL's sgemm, which on CPUs not made by Intel keeps
 to AVX2 code: on an AMD EPYC with AVX-512 it runs a 4096² product at 0.19 TFLOP/s where oneDNN,
-also inside torch, runs it at 0.40 (benchmarks/RESULTS.md). On such CPUs `Linear` and `linear` run
-the forward and the input gradient through oneDNN's linear (its bias added in the same pass, where
-`addmm` first copies the bias into the output) and the weight gradient through oneDNN in whichever
-orientation runs faster. On Intel CPUs, on AVX2-only CPUs (where MKL's kernels are the faster), on
-GPU, in bf16 autocast (already oneDNN) and under torch.compile the stock `F.linear` runs.
-`ELECTRA_CPU_LINEAR=onednn` or `=stock` overrides the choice.
+also inside torch, runs it at 0.40 (benchmarks/RESULTS.md). On such CPUs `OneDnnLinear` and
+`linear` run the forward and the input gradient through oneDNN's linear (its bias added in the same
+pass, where `addmm` first copies the bias into the output) and the weight gradient through oneDNN
+in whichever orientation runs faster. On Intel CPUs, on AVX2-only CPUs (where MKL's kernels are the
+faster), on GPU, in bf16 autocast (already oneDNN) and under torch.compile the stock `F.linear`
+runs. `ELECTRA_CPU_LINEAR=onednn` or `=stock` overrides the choice.
 
 On CPU, drawing the random numbers costs more than the dropout itself: `bernoulli_` spends about
 10 ns per element, and a pretraining step of the `small` preset draws some 60M (attention
-probabilities alone are [B, heads, T, T] per layer). `Dropout` here takes four 16-bit draws from
+probabilities alone are [B, heads, T, T] per layer). `CheapDropout` takes four 16-bit draws from
 each random 64-bit word, which is about 8x cheaper, and keeps an element when its 16 bits clear a
 threshold: the drop rate is round(p * 65536) / 65536 (p = 0.1 gives 0.1000061).
 The kept/dropped mask is saved for backward in the activations' dtype rather than as booleans.
-SDPA with dropout on CPU falls back to an unfused path anyway, so attention with dropout in
-training is written out with that dropout, one head at a time to spare the head-layout copies.
-On GPU, under torch.compile, in eval and at p = 0 the stock dropout and SDPA run instead.
+SDPA with dropout on CPU falls back to an unfused path anyway, so `PerHeadSelfAttention` writes
+attention with dropout in training out with that dropout, one head at a time to spare the
+head-layout copies. On GPU, under torch.compile (which may wrap a model after the swap: the check
+is made at each call), in eval and at p = 0 the stock dropout and SDPA run instead.
 
-`attention_at` is attention at a few query positions (a classifier's [CLS] vectors), for the
-encoder's last layer when nothing reads its other outputs.
+The malloc setting that also speeds CPU training (`electra.host_memory`) is not here: it is a
+setting of the whole process, not of a model, and `electra.runtime.configure_process` applies it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,30 @@ from torch.autograd.function import once_differentiable
 from torch.utils import flop_counter
 
 from electra.errors import ElectraError
+from electra.model import ElectraSelfAttention
+
+KERNELS = ("auto", "stock")  # the `kernels` setting's values
+
+
+def use_kernels(model: nn.Module, choice: str, device: torch.device) -> nn.Module:
+    """`model`, in place, with the kernels `choice` names: on a CPU `device`, "auto" turns its
+    stock linear layers (where `onednn_linear_enabled`), dropouts and self-attentions into the
+    CPU kernels' classes; "stock", or another device, leaves it as built. Only exact stock classes
+    are swapped, so a layer a caller specialised keeps its own forward. Call it before data
+    parallelism and torch.compile wrap the model."""
+    if choice not in KERNELS:
+        raise ElectraError(f"kernels={choice!r}: use {' or '.join(KERNELS)}")
+    if choice == "stock" or device.type != "cpu":
+        return model
+    swaps: dict[type, type] = {nn.Dropout: CheapDropout, ElectraSelfAttention: PerHeadSelfAttention}
+    if onednn_linear_enabled():
+        swaps[nn.Linear] = OneDnnLinear
+    for module in model.modules():
+        swapped = swaps.get(type(module))
+        if swapped is not None:
+            # Subclasses that add no state: the parameters stay the very same tensors.
+            module.__class__ = swapped
+    return model
 
 
 def _cpuinfo(field: str) -> str:
@@ -132,7 +161,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
-class Linear(nn.Linear):
+class OneDnnLinear(nn.Linear):
     """`nn.Linear` (the same parameters and names) whose product is `linear` above."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -170,21 +199,37 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * keep_mask(x, p).mul_(1.0 / (1.0 - p))
 
 
-class Dropout(nn.Module):
-    """`nn.Dropout` with CPU-cheap random bits; the same module name and no parameters."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
+class CheapDropout(nn.Dropout):
+    """`nn.Dropout` with CPU-cheap random bits (`dropout` above); `inplace` is not honoured."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return dropout(x, self.p, self.training)
 
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
+
+class PerHeadSelfAttention(ElectraSelfAttention):
+    """`ElectraSelfAttention` (the same parameters) whose q/k/v products run through `linear` and
+    whose attention with dropout, in training on CPU, is `dropped_attention`."""
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        p = self.p()
+        # At a few queries ([CLS] alone) the attention is small and SDPA's own dropout cheap.
+        if queries is not None or p == 0.0 or stock_ops(x.device):
+            return super().forward(x, mask, queries)
+        layers = (self.query, self.key, self.value)
+        weights, biases = tuple(m.weight for m in layers), tuple(m.bias for m in layers)
+        return dropped_attention(x, weights, biases, self.num_heads, mask, p)
+
+    def project(self, x: torch.Tensor, *layers: nn.Linear) -> torch.Tensor:
+        """The model's fused q/k/v product, through oneDNN where that is faster."""
+        if len(layers) == 1:
+            return linear(x, layers[0].weight, layers[0].bias)
+        weight = torch.cat([layer.weight for layer in layers])
+        return linear(x, weight, torch.cat([layer.bias for layer in layers]))
 
 
-def self_attention(
+def dropped_attention(
     x: torch.Tensor,
     weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     biases: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
@@ -192,22 +237,14 @@ def self_attention(
     mask: torch.Tensor | None,
     dropout_p: float,
 ) -> torch.Tensor:
-    """Multi-head self-attention of x [B, T, H] to [B, T, H]: q, k and v projected by `weights` and
-    `biases` (HF's query, key and value layers) in one product, then softmax(q k^T / sqrt(d),
-    masked), dropped out, times v. `mask` is boolean, True where a key may be attended to, shaped
-    [B, 1, 1 or T, T] (the same for every head)."""
-    b, t, h = x.shape
-    d = h // heads
-    # One product for q, k and v: a wider matrix runs nearer the machine's peak than three.
+    """Multi-head self-attention of CPU tensor x [B, T, H] to [B, T, H] with dropout p > 0: q, k
+    and v projected by `weights` and `biases` (HF's query, key and value layers) in one product,
+    then softmax(q k^T / sqrt(d), masked), dropped out by `keep_mask`, times v. `mask` is boolean,
+    True where a key may be attended to, shaped [B, 1, 1 or T, T] (the same for every head)."""
     (wq, wk, wv), (bq, bk, bv) = weights, biases
-    if dropout_p == 0.0 or stock_ops(x.device):
-        qkv = linear(x, torch.cat([wq, wk, wv]), torch.cat([bq, bk, bv]))
-        q, k, v = qkv.view(b, t, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, T, d]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        return out.transpose(1, 2).reshape(b, t, h)
     # The 1/sqrt(d) and 1/(1 - p) scales go into the q and v projections ([H, H] products), so
     # that no [B, T, T] product or gradient needs a pass of its own for them.
-    sq, sv = d**-0.5, 1.0 / (1.0 - dropout_p)
+    sq, sv = (x.shape[-1] // heads) ** -0.5, 1.0 / (1.0 - dropout_p)
     qkv = linear(x, torch.cat([wq * sq, wk, wv * sv]), torch.cat([bq * sq, bk, bv * sv]))
     if mask is None:
         bias = qkv.new_zeros(1, 1, 1)
@@ -215,33 +252,6 @@ def self_attention(
         bias = torch.zeros(mask.shape, dtype=qkv.dtype, device=qkv.device)
         bias = bias.masked_fill_(~mask, float("-inf")).squeeze(1)
     return _DroppedAttention.apply(qkv, bias, heads, dropout_p)
-
-
-def attention_at(
-    x: torch.Tensor,
-    queries: torch.Tensor,
-    weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    biases: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    heads: int,
-    mask: torch.Tensor | None,
-    dropout_p: float,
-) -> torch.Tensor:
-    """`self_attention`'s output at `queries` alone (flat indices into x's [B * T] positions):
-    [N, H]. Keys and values are projected at every position, queries only where asked, so a head
-    that reads a few positions (the [CLS] vectors of classification) spares the final layer's
-    query projection, attention and everything after them at all other positions."""
-    b, t, h = x.shape
-    d = h // heads
-    (wq, wk, wv), (bq, bk, bv) = weights, biases
-    rows, cols = queries // t, queries % t
-    n = queries.numel()
-    q = linear(x.flatten(0, 1)[queries], wq, bq).view(n, heads, 1, d)
-    kv = linear(x, torch.cat([wk, wv]), torch.cat([bk, bv])).view(b, t, 2, heads, d)
-    k, v = kv[rows].permute(2, 0, 3, 1, 4).unbind(0)  # each [N, heads, T, d]
-    if mask is not None:  # each query's row of the mask: [B, 1, 1 or T, T] -> [N, 1, 1, T]
-        mask = mask[rows, 0, cols if mask.shape[2] > 1 else 0][:, None, None, :]
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    return out.reshape(n, h)
 
 
 class _DroppedAttention(torch.autograd.Function):

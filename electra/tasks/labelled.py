@@ -1,0 +1,420 @@
+"""Tasks from the user's own files: classification, multilabel classification and regression of a
+text or a pair of texts, read from CSV, TSV, JSON Lines or Parquet (`electra.tasks.tables`).
+
+Classification and regression are GLUE's tasks with the user's columns and labels (they reuse
+`GlueTask`'s encoding, [CLS] head, decoding and baselines); multilabel puts a sigmoid on each
+label of the same head. What a fine-tuned model needs to read new files the same way (the text
+columns, the label set, the regression scale) is its head config, saved in finetune.json.
+
+Labels are text: `1` in a CSV and `1` in JSON Lines are the same label, and predictions name
+labels as strings. Their order (`--labels`, else sorted: numerically when every label is an
+integer) fixes the head's outputs, and with two classes the second is the positive one of F1.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from electra import metrics
+from electra.config import FinetuneConfig
+from electra.errors import ElectraError
+from electra.tasks.base import Encoded, pack, to_tensors, token_ids
+from electra.tasks.glue import Columns, Example, GlueSpec, GlueTask
+from electra.tasks.tables import SPLITS, DataSource, Table, read_table, split_file
+from electra.tokenizer import special_ids
+
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+class UserFiles:
+    """What the tasks on the user's files share: finding the split files, the text and label
+    columns, examples with their line numbers checked, and plain-text input for `predict`. A mixin
+    before `GlueTask` (or another `Task`) in the bases; `labels_of` is the task's own part."""
+
+    finetune_test = True  # finetune also predicts (and scores, when labelled) an optional test file
+    writes_submission = False  # no benchmark server: predictions.jsonl is the output
+
+    def _columns_from(self, cfg: FinetuneConfig) -> None:
+        if len(cfg.text_columns) > 2:
+            raise ElectraError(
+                f"--text-columns takes one text column or a pair, not {len(cfg.text_columns)}"
+            )
+        self.text_columns = tuple(cfg.text_columns)  # () until the training file's header
+        self.label_column = cfg.label_column or "label"
+        self.files = {
+            s: {s: (f"{s}.csv", f"{s}.tsv", f"{s}.jsonl", f"{s}.parquet")} for s in SPLITS
+        }
+
+    def split_files(self, data: DataSource, split: str) -> dict[str, Path]:
+        return {split: split_file(data, split, self.name)}
+
+    def has_split(self, data: DataSource, split: str) -> bool:
+        return split_file(data, split, self.name, optional=True) is not None
+
+    def read(self, path: Path, split: str) -> list[Example]:
+        return self._examples(read_table(path), split, with_labels=True)
+
+    def read_inputs(self, path: Path) -> list[Example]:
+        return self._examples(read_table(path), "test", with_labels=False)
+
+    def _text_columns(self, table: Table) -> tuple[str, ...]:
+        """The given columns, else `text`, else `text_a` (and `text_b`); kept from the first file
+        read (the training file), so that every split is read as a single text or as pairs alike."""
+        if not self.text_columns:
+            if "text" in table.columns:
+                self.text_columns = ("text",)
+            elif "text_a" in table.columns:
+                pair = "text_b" in table.columns
+                self.text_columns = ("text_a", "text_b") if pair else ("text_a",)
+            else:
+                table.require("text", "--text-columns")
+        for column in self.text_columns:
+            table.require(column, "--text-columns")
+        return self.text_columns
+
+    def _examples(self, table: Table, split: str, with_labels: bool) -> list[Example]:
+        """Examples in file order; a test file may lack the label column (then unlabelled)."""
+        columns = self._text_columns(table)
+        labelled = with_labels and (split != "test" or self.label_column in table.columns)
+        if labelled:
+            table.require(self.label_column, "--label-column")
+        ids = "id" in table.columns and "id" not in (*columns, self.label_column)
+        texts = [
+            [_text(table, number, row.get(c), c) for c in columns] for number, row in table.rows
+        ]
+        raw = [(number, row.get(self.label_column)) for number, row in table.rows]
+        labels = self.labels_of(table, raw, split) if labelled else [None] * len(texts)
+        return [
+            Example(
+                id=str(row["id"]) if ids and row.get("id") is not None else str(i),
+                text_a=t[0],
+                text_b=t[1] if len(t) > 1 else None,
+                label=label,
+            )
+            for i, ((_, row), t, label) in enumerate(zip(table.rows, texts, labels, strict=True))
+        ]
+
+    def labels_of(self, table: Table, raw: list[tuple[int, Any]], split: str) -> list[Any]:
+        raise NotImplementedError
+
+    def from_lines(self, lines: list[str], source: str) -> list[Example]:
+        """A text per line, or (for a model fine-tuned on pairs) two texts TAB-separated; blank
+        lines are skipped, as `GlueTask.from_lines` skips them."""
+        pair = len(self.text_columns) == 2
+        examples = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            parts = line.rstrip("\r\n").split("\t", 1) if pair else [line.rstrip("\r\n")]
+            if len(parts) < 2 and pair:
+                raise ElectraError(
+                    f"{source}, line {number}: this model reads pairs: write the two texts "
+                    "separated by a TAB"
+                )
+            if not all(p.strip() for p in parts):
+                raise ElectraError(f"{source}, line {number}: an empty text: fill it in")
+            text_b = parts[1] if pair else None
+            examples.append(Example(str(len(examples)), parts[0], text_b, None))
+        return examples
+
+    def double_unordered(self, examples: list[Example]) -> list[Example]:
+        """Adds each pair swapped, as for MRPC and STS-B: the user says their pairs are unordered."""
+        if len(self.text_columns) != 2:
+            raise ElectraError(f"double_unordered needs pairs of texts; {self.name} has one text")
+        return examples + [
+            Example(f"{e.id}-swapped", e.text_b, e.text_a, e.label) for e in examples
+        ]
+
+    def _columns_config(self) -> dict[str, Any]:
+        return {"text_columns": list(self.text_columns), "label_column": self.label_column}
+
+    def _columns_from_head(self, head: dict[str, Any]) -> None:
+        self.text_columns = tuple(head.get("text_columns", self.text_columns))
+        self.label_column = head.get("label_column", self.label_column)
+
+
+def _text(table: Table, number: int, value: Any, column: str) -> str:
+    text = "" if value is None else str(value)
+    if not text.strip():  # None: a JSON field absent from this line, or a null
+        what = "no text" if value is None else "empty text"
+        raise ElectraError(f"{table.where(number, column)}: {what}: fill it in or remove the row")
+    return text
+
+
+def label_name(table: Table, number: int, value: Any, column: str) -> str:
+    """A label as text: strings stripped, integers (and integral floats, as Parquet may store
+    them) written as integers, booleans as true/false."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    name = "" if value is None else str(value).strip()
+    if not name:
+        what = "no label" if value is None else "empty label"
+        raise ElectraError(f"{table.where(number, column)}: {what}: fill it in or remove the row")
+    return name
+
+
+def label_order(names: set[str]) -> tuple[str, ...]:
+    """A stable order: numeric when every label is an integer (2 before 10), else alphabetical."""
+    if all(_INTEGER.fullmatch(n) for n in names):
+        return tuple(sorted(names, key=int))
+    return tuple(sorted(names))
+
+
+class LabelSet:
+    """A classifier's labels: given with --labels, read from the training file, or saved with a
+    fine-tuned model; an unknown label is an error naming where the set came from."""
+
+    def __init__(self, labels: Sequence[str]):
+        self.names = tuple(labels)
+        self.source = "--labels" if self.names else ""
+
+    def fit(self, names: set[str], table: Table, column: str) -> None:
+        if not self.names:
+            self.names, self.source = label_order(names), "the training file's labels"
+        if len(self.names) < 2:
+            raise ElectraError(
+                f"{table.path}, column {column!r}: one label ({self.names[0]!r}) in the training "
+                "file: a classifier needs two or more"
+            )
+
+    def check(self, name: str, table: Table, number: int, column: str) -> None:
+        if name not in self.names:
+            shown = ", ".join(map(repr, self.names))[:200]
+            fix = "add it to --labels" if self.source == "--labels" else "fix or remove the row"
+            raise ElectraError(
+                f"{table.where(number, column)}: label {name!r} is not among {self.source} "
+                f"({shown}): {fix}"
+            )
+
+
+# --- classification and regression: GLUE's machinery with the user's columns -------------------
+
+
+class NamedLabels(UserFiles):
+    """The label set a fine-tuned model saves and is rebuilt with (classification, multilabel)."""
+
+    def head_config(self) -> dict[str, Any]:
+        return {"labels": list(self.label_set.names), **self._columns_config()}
+
+    def with_head_config(self, head):
+        self.label_set = LabelSet(head["labels"])
+        self.label_set.source = "the labels the model was fine-tuned with"
+        self.spec = _spec(self.name, self.label_set.names, self.spec.metrics)
+        self._columns_from_head(head)
+        return self
+
+
+class ClassificationTask(NamedLabels, GlueTask):
+    """One label per text or pair: accuracy, and F1 of the second label (two classes) or
+    macro-F1 (more)."""
+
+    def __init__(self, cfg: FinetuneConfig, name: str = "classification"):
+        self.label_set = LabelSet(cfg.labels)
+        # An empty label tuple until the training file is read (None would mean regression).
+        super().__init__(_spec(name, self.label_set.names, ("accuracy",)))
+        self._columns_from(cfg)
+
+    def labels_of(self, table, raw, split) -> list[str]:
+        names = [label_name(table, n, v, self.label_column) for n, v in raw]
+        if split == "train":
+            self.label_set.fit(set(names), table, self.label_column)
+            self.spec = _spec(self.name, self.label_set.names, self.spec.metrics)
+        for (number, _), name in zip(raw, names, strict=True):
+            self.label_set.check(name, table, number, self.label_column)
+        return names
+
+    def score(self, predictions) -> dict[str, float]:
+        gold = [str(p["label"]) for p in predictions]
+        pred = [str(p["prediction"]) for p in predictions]
+        scores = {"accuracy": metrics.accuracy(gold, pred)}
+        # `electra score` builds the task without a model: the labels are those in the file.
+        names = self.label_set.names or label_order({*gold, *pred})
+        if len(names) == 2:
+            scores["f1"] = metrics.class_f1(gold, pred, positive=names[1])
+        else:
+            scores["macro_f1"] = metrics.macro_f1(gold, pred)
+        return scores
+
+
+class RegressionTask(UserFiles, GlueTask):
+    """A number per text or pair, trained on the target divided by the training file's largest
+    |target| (STS-B's targets divided by 5, its largest score); Pearson and Spearman."""
+
+    def __init__(self, cfg: FinetuneConfig, name: str = "regression"):
+        super().__init__(_spec(name, None, ("pearson", "spearman")))
+        self._columns_from(cfg)
+        self.scale = 0.0  # set from the training file (or the fine-tuned model)
+
+    def labels_of(self, table, raw, split) -> list[float]:
+        targets = [_number(table, n, v, self.label_column) for n, v in raw]
+        if split == "train" and not self.scale:
+            self.scale = max(abs(y) for y in targets) or 1.0
+        return targets
+
+    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
+        encoded = super().encode(examples, tokenizer, max_len, training)
+        if "labels" in encoded.tensors:  # GlueTask's are y/5: the scale is ours
+            encoded.tensors["labels"] = torch.tensor([e.label / self.scale for e in examples])
+        return encoded
+
+    def infer(self, model, batch):
+        # GlueTask's decode (and predict's records) read outputs on STS-B's 0-5 scale, output * 5:
+        # rescaled here, they give the target's own units.
+        return {"logits": super().infer(model, batch)["logits"] * (self.scale / 5.0)}
+
+    def baseline(self, train) -> dict:
+        fitted = super().baseline(train)
+        return {**fitted, "rule": fitted["rule"].replace("every pair", "every example")}
+
+    def head_config(self) -> dict[str, Any]:
+        return {"scale": self.scale, **self._columns_config()}
+
+    def with_head_config(self, head):
+        self.scale = float(head["scale"])
+        self._columns_from_head(head)
+        return self
+
+
+def _spec(name: str, labels, scores: tuple[str, ...]) -> GlueSpec:
+    # Columns are read by name from the user's header (UserFiles); GlueSpec's are unused.
+    return GlueSpec(name, name, labels, Columns("text"), Columns("text"), metrics=scores)
+
+
+def _number(table: Table, number: int, value: Any, column: str) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        target = float(value)
+    except (TypeError, ValueError):
+        raise ElectraError(
+            f"{table.where(number, column)}: regression target {value!r} is not a number: "
+            "fix it or remove the row"
+        ) from None
+    if not math.isfinite(target):
+        raise ElectraError(
+            f"{table.where(number, column)}: regression target {value!r} is not finite: fix it "
+            "or remove the row"
+        )
+    return target
+
+
+# --- multilabel -------------------------------------------------------------------------------
+
+
+class MultilabelTask(NamedLabels, GlueTask):
+    """Any number of labels per text or pair: a sigmoid per label on the [CLS] head, trained with
+    binary cross-entropy summed over the labels; a label is predicted above `threshold`.
+    Micro-F1 (the main metric) and macro-F1."""
+
+    multilabel = True  # `GlueTask.records` (electra predict): the labels above the threshold
+
+    def __init__(self, cfg: FinetuneConfig, name: str = "multilabel"):
+        self.label_set = LabelSet(cfg.labels)
+        super().__init__(_spec(name, self.label_set.names, ("micro_f1", "macro_f1")))
+        self._columns_from(cfg)
+        self.threshold = cfg.threshold
+
+    def labels_of(self, table, raw, split) -> list[tuple[str, ...]]:
+        sets = [label_list(table, n, v, self.label_column) for n, v in raw]
+        if split == "train":
+            self.label_set.fit({n for s in sets for n in s}, table, self.label_column)
+            self.spec = _spec(self.name, self.label_set.names, self.spec.metrics)
+        order = {name: i for i, name in enumerate(self.label_set.names)}
+        for (number, _), names in zip(raw, sets, strict=True):
+            for name in names:
+                self.label_set.check(name, table, number, self.label_column)
+        return [tuple(sorted(s, key=order.__getitem__)) for s in sets]
+
+    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
+        special = special_ids(tokenizer)
+        a = token_ids(tokenizer, [e.text_a for e in examples])
+        pairs = examples[0].text_b is not None
+        b = token_ids(tokenizer, [e.text_b for e in examples]) if pairs else None
+        rows = [pack(x, b[i] if b else None, special, max_len) for i, x in enumerate(a)]
+        tensors = to_tensors(rows, max_len, special.pad)
+        if examples[0].label is not None:
+            # [N, 1, K]: `finetune.trim` cuts dim 1 of [N, max_len] tensors, which K may equal.
+            hot = torch.zeros(len(examples), 1, len(self.label_set.names))
+            index = {name: i for i, name in enumerate(self.label_set.names)}
+            for row, e in enumerate(examples):
+                hot[row, 0, [index[n] for n in e.label]] = 1.0
+            tensors["labels"] = hot
+        return Encoded(tensors)
+
+    def losses(self, model, batch) -> torch.Tensor:
+        logits = self.training_logits(model, batch)
+        targets = batch["labels"].squeeze(1)
+        return F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="none").sum(-1)
+
+    def decode(self, examples, encoded, outputs) -> list[dict]:
+        chosen = self._chosen(torch.sigmoid(outputs["logits"]))
+        return [
+            {"id": e.id, "prediction": list(p), "label": None if e.label is None else list(e.label)}
+            for e, p in zip(examples, chosen, strict=True)
+        ]
+
+    def _chosen(self, probs: torch.Tensor) -> list[list[str]]:
+        names = self.label_set.names
+        return [
+            [names[j] for j in torch.nonzero(row > self.threshold).flatten().tolist()]
+            for row in probs
+        ]
+
+    def score(self, predictions) -> dict[str, float]:
+        gold = [p["label"] for p in predictions]
+        pred = [p["prediction"] for p in predictions]
+        names = self.label_set.names or label_order({n for s in (*gold, *pred) for n in s})
+        return metrics.multilabel_f1(gold, pred, names)
+
+    def baseline(self, train) -> dict:
+        """The most frequent training label set (the first seen of a tie) for every example."""
+        counts = collections.Counter(e.label for e in train)
+        best = max(counts, key=counts.__getitem__)  # Counter keeps first-seen order: ties go first
+        share = f"{100.0 * counts[best] / len(train):.1f}% of train"
+        shown = json.dumps(list(best)) if best else "no label"
+        return {
+            "rule": f"the most frequent training label set {shown} ({share}) for every example",
+            "prediction": list(best),
+        }
+
+    def constant_predictions(self, prediction, examples) -> list[dict]:
+        return [
+            {
+                "id": e.id,
+                "prediction": list(prediction),
+                "label": None if e.label is None else list(e.label),
+            }
+            for e in examples
+        ]
+
+
+def label_list(table: Table, number: int, value: Any, column: str) -> tuple[str, ...]:
+    """A multilabel cell: a list (JSON Lines, Parquet), a JSON list in text (`["a", "b"]`), or
+    labels separated by `|`, or by `,` where there is no `|`. Empty text or [] is no label."""
+    where = table.where(number, column)
+    if value is None:
+        raise ElectraError(f"{where}: no labels value: write [] (or an empty cell) for none")
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError as e:
+                raise ElectraError(f"{where}: not a JSON list ({e})") from None
+        else:
+            value = [p for p in text.split("|" if "|" in text else ",") if p.strip()]
+    if not isinstance(value, list | tuple):
+        value = [value]  # one label, e.g. an integer
+    names = [label_name(table, number, v, column) for v in value]
+    return tuple(dict.fromkeys(names))  # a label given twice is that label once

@@ -1,0 +1,190 @@
+"""The user's own data files: CSV, TSV, JSON Lines and Parquet read as rows of named columns, and
+the split files (train, dev, test) found in a folder or given one by one.
+
+The extension decides the format. CSV follows RFC 4180 (fields with commas, quotes or newlines are
+quoted); TSV is read with quoting off, as GLUE's files are, since their text holds bare `"`; both
+need a header row. JSON Lines (`.jsonl`, or `.json` holding one object per line) names its fields
+in each object. Parquet is read with pyarrow. Every row keeps where it came from (a CSV/TSV/JSONL
+line, a Parquet row) so that an error can name it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from electra.errors import ElectraError
+
+FORMATS = {
+    ".csv": "CSV",
+    ".tsv": "TSV",
+    ".jsonl": "JSON Lines",
+    ".json": "JSON Lines",
+    ".parquet": "Parquet",
+}
+KNOWN = ".csv, .tsv, .jsonl (or .json, one object per line) or .parquet"
+SPLITS = ("train", "dev", "test")
+DataSource = str | Path | Mapping[str, str | Path]  # a folder, one file, or {split: file}
+
+
+@dataclass
+class Table:
+    """A file's rows, each with its line (or Parquet row) number and its values by column."""
+
+    path: Path
+    columns: list[str]
+    rows: list[tuple[int, dict[str, Any]]]
+    unit: str = "line"  # what a row's number counts: "line" (text formats) or "row" (Parquet)
+    header: str = ""  # where the column names are, for errors about a missing column
+
+    def where(self, number: int, column: str | None = None) -> str:
+        place = f"{self.path}, {self.unit} {number}"
+        return f"{place}, column {column!r}" if column else place
+
+    def require(self, column: str, flag: str) -> None:
+        """A missing column is one error listing the columns present and the flag that names it."""
+        if column not in self.columns:
+            present = ", ".join(map(repr, self.columns))[:200] or "none"
+            raise ElectraError(
+                f"{self.header}: no column {column!r} (columns: {present}): rename it or pass "
+                f"{flag} NAME"
+            )
+
+
+def read_table(path: str | Path) -> Table:
+    """Rows of a CSV, TSV, JSON Lines or Parquet file; an error for anything else or no rows."""
+    path = Path(path)
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        shown = f"{path.suffix!r}" if path.suffix else "no extension"
+        raise ElectraError(f"{path}: unknown data format ({shown}): name the file {KNOWN}")
+    if not path.is_file():
+        raise ElectraError(f"data file not found: {path}")
+    try:
+        if kind == "Parquet":
+            table = _read_parquet(path)
+        elif kind == "JSON Lines":
+            table = _read_jsonl(path)
+        else:
+            table = _read_delimited(path, "\t" if kind == "TSV" else ",")
+    except UnicodeDecodeError as e:
+        raise ElectraError(
+            f"{path}: not UTF-8 text ({e.reason} at byte {e.start}): save it as UTF-8"
+        ) from None
+    if not table.rows:
+        raise ElectraError(f"{path} has no rows: expected a header and one example per row")
+    return table
+
+
+def _read_delimited(path: Path, delimiter: str) -> Table:
+    # TSV has no quoting (a tab or newline cannot be in a field); CSV quotes as RFC 4180 says.
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+        try:
+            header = [name.strip() for name in next(reader, [])]
+            _check_header(path, header)
+            rows, start = [], reader.line_num + 1
+            for record in reader:  # a quoted field may span lines: a row is named by its first
+                if any(cell.strip() for cell in record):
+                    if len(record) != len(header):
+                        raise ElectraError(
+                            f"{path}, line {start}: {len(record)} fields, the header has "
+                            f"{len(header)}: {_field_hint(delimiter)}"
+                        )
+                    rows.append((start, dict(zip(header, record, strict=True))))
+                start = reader.line_num + 1
+        except csv.Error as e:
+            raise ElectraError(f"{path}, line {reader.line_num}: {e}") from None
+    return Table(path, header, rows, header=f"{path}, line 1 (the header)")
+
+
+def _check_header(path: Path, header: list[str]) -> None:
+    if not header:
+        raise ElectraError(f"{path} is empty: expected a header row and one example per row")
+    if not any(header):
+        raise ElectraError(f"{path}, line 1: no header: the first row names the columns")
+    twice = sorted({n for n in header if header.count(n) > 1})
+    if twice:
+        raise ElectraError(f"{path}, line 1: the header names {twice[0]!r} twice: rename one")
+
+
+def _field_hint(delimiter: str) -> str:
+    if delimiter == "\t":
+        return "a TSV field cannot hold a tab (is this a CSV file? name it .csv)"
+    return 'quote fields that hold commas ("a, b"), or is this a TSV file? name it .tsv'
+
+
+def _read_jsonl(path: Path) -> Table:
+    rows, columns = [], {}
+    with open(path, encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as e:
+                raise ElectraError(f"{path}, line {number}: not JSON ({e})") from None
+            if not isinstance(value, dict):
+                raise ElectraError(
+                    f"{path}, line {number}: expected one JSON object per line (JSON Lines), "
+                    f"found {type(value).__name__}"
+                )
+            columns.update(dict.fromkeys(value))  # every field any row has, in first-seen order
+            rows.append((number, value))
+    first = rows[0][0] if rows else 1
+    return Table(path, list(columns), rows, header=f"{path}, line {first}")
+
+
+def _read_parquet(path: Path) -> Table:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ElectraError(f"reading {path} needs pyarrow: pip install pyarrow") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises its own types (ArrowInvalid, OSError) for a bad file
+        raise ElectraError(f"{path}: not a readable Parquet file ({e})") from None
+    rows = list(enumerate(table.to_pylist(), start=1))
+    return Table(path, list(table.column_names), rows, unit="row", header=f"{path} (its schema)")
+
+
+# --- the split files --------------------------------------------------------------------------
+
+
+def split_file(data: DataSource, split: str, task: str, optional: bool = False) -> Path | None:
+    """The file of `split`: `data[split]` for a mapping, `data` itself when it is a file, else the
+    one `split.*` of a known format in the folder. None for a missing split only when `optional`;
+    two formats of one split, or one of an unknown format, are errors."""
+    if isinstance(data, Mapping):
+        if data.get(split):
+            return Path(data[split])
+        if optional:
+            return None
+        raise ElectraError(f"no {split} file for {task}: pass --{split} FILE")
+    data = Path(data)
+    if not data.exists():
+        raise ElectraError(f"data not found: {data}")
+    if data.is_file():
+        return data
+    named = sorted(p for p in data.iterdir() if p.is_file() and p.name.split(".")[0] == split)
+    known = [p for p in named if p.suffix.lower() in FORMATS and p.stem == split]
+    if len(known) > 1:
+        raise ElectraError(
+            f"{data} holds {split} files in {len(known)} formats ({', '.join(p.name for p in known)})"
+            ": keep one, or pass the files with --train/--dev/--test"
+        )
+    if known:
+        return known[0]
+    if named:  # e.g. train.txt: say which name would be read rather than "no train file"
+        read_table(named[0])  # raises the unknown-format error naming the file
+    if optional:
+        return None
+    raise ElectraError(
+        f"no {split} file for {task} in {data}: expected {split}.csv, {split}.tsv, "
+        f"{split}.jsonl or {split}.parquet (or pass --{split} FILE)"
+    )

@@ -1,0 +1,126 @@
+"""One config vocabulary: the optimizer and runtime settings shared by pretraining and fine-tuning,
+and every command-line flag generated from the config dataclasses with the fields' comments."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+import pytest
+
+from electra.cli import build_parser, config_flags_given, resolve_run_config
+from electra.config import (
+    DataConfig,
+    FinetuneConfig,
+    ModelConfig,
+    ObjectiveConfig,
+    OptimConfig,
+    RuntimeConfig,
+    TrainConfig,
+    field_docs,
+)
+from electra.errors import ElectraError
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def _flags(parser: argparse.ArgumentParser) -> set[str]:
+    return {s for a in parser._actions for s in a.option_strings}
+
+
+def test_both_loops_share_the_optimizer_and_runtime_settings():
+    for cls in (TrainConfig, FinetuneConfig):
+        assert issubclass(cls, OptimConfig) and issubclass(cls, RuntimeConfig)
+    # Each keeps its own defaults where the recipes differ.
+    assert (TrainConfig().lr, FinetuneConfig().lr) == (5e-4, 0.0)
+    assert (TrainConfig().warmup_proportion, FinetuneConfig().warmup_proportion) == (0.0, 0.1)
+    # One validation, its message naming the field as the user names it.
+    with pytest.raises(ElectraError, match=r"^train\.kernels='fast': use auto or stock$"):
+        TrainConfig(kernels="fast")
+    with pytest.raises(ElectraError, match=r"^kernels='fast': use auto or stock$"):
+        FinetuneConfig(kernels="fast")
+    with pytest.raises(ElectraError, match=r"^precision='fp16'"):
+        FinetuneConfig(precision="fp16")
+
+
+def test_every_pretraining_field_has_a_flag_with_its_comment_as_help():
+    parser = _subparser("pretrain")
+    flags = _flags(parser)
+    for section, cls in (
+        ("model", ModelConfig),
+        ("objective", ObjectiveConfig),
+        ("data", DataConfig),
+        ("train", TrainConfig),
+    ):
+        for f in fields(cls):
+            assert f"--{section}.{f.name}" in flags
+    helps = {s: a.help for a in parser._actions for s in a.option_strings}
+    assert "bias correction" in helps["--train.bias_correction"]
+    assert helps["--train.kernels"].startswith("Which kernels")
+    assert "(default 'electra')" in helps["--objective.name"]
+
+
+def test_every_finetuning_field_has_a_flag():
+    flags = _flags(_subparser("finetune"))
+    for f in fields(FinetuneConfig):
+        assert "--" + f.name.replace("_", "-") in flags
+
+
+def test_pretraining_flags_short_and_long_set_the_config(tmp_path):
+    argv = [
+        "pretrain",
+        "--preset",
+        "tiny",
+        "--steps",
+        "7",
+        "--train.lr",
+        "1e-4",
+        "--compile",
+        "--train.tensorboard",
+        "false",
+        "--objective.mask_prob",
+        "0.2",
+    ]
+    args, extra = build_parser().parse_known_args(argv)
+    assert extra == []
+    cfg = resolve_run_config(args, extra)
+    assert (cfg.train.steps, cfg.train.lr, cfg.train.compile) == (7, 1e-4, True)
+    assert cfg.train.tensorboard is False and cfg.objective.mask_prob == 0.2
+
+
+def test_a_misspelt_or_bad_pretraining_flag_is_one_clear_error():
+    args, extra = build_parser().parse_known_args(["pretrain", "--train.lrr", "1"])
+    with pytest.raises(ElectraError, match="did you mean train.lr"):
+        resolve_run_config(args, extra)
+    args, extra = build_parser().parse_known_args(["pretrain", "--steps", "many"])
+    with pytest.raises(ElectraError, match=r"train\.steps='many' in command line"):
+        resolve_run_config(args, extra)
+
+
+def test_finetuning_flags_reach_the_recipe():
+    from electra.cli import _finetune_settings
+
+    args = build_parser().parse_args(
+        ["finetune", "--model", "m", "--task", "sst2", "--data", "d", "--out", "o"]
+        + ["--no-pack", "--lr", "2e-4", "--text-columns", "title", "body", "--kernels", "stock"]
+    )
+    assert config_flags_given(args)["text_columns"] == ["title", "body"]
+    cfg = _finetune_settings(args)
+    assert (cfg.pack, cfg.lr, cfg.text_columns, cfg.kernels) == (
+        False,
+        2e-4,
+        ("title", "body"),
+        "stock",
+    )
+
+
+def test_field_docs_read_the_comments_beside_the_fields():
+    docs = field_docs(FinetuneConfig)
+    assert docs["seeds"].startswith("fine-tuning runs")  # a trailing comment
+    assert docs["loss_reduction"].startswith("The official code sums")  # the lines above
+    assert docs["doc_stride"].startswith("tokens between")  # not the group's heading
+    assert docs["warmup_proportion"]  # inherited from OptimConfig, though redeclared

@@ -1,0 +1,232 @@
+"""`electra export` of fine-tuned models: folders that transformers' AutoModelFor* classes load
+with no missing or unexpected weights, the labels and problem type in config.json, logits equal to
+ours in fp32, pipelines giving `electra predict`'s answers, a model card; the exact rewrite of the
+one-layer classifier; the official QA head refused in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from electra import export
+from electra.errors import ElectraError
+from electra.export import exact_classification_head
+from electra.finetune import load_finetuned
+
+from .finetuned_models import CONTEXT, best_seed, data_dirs, finetuned
+from .test_cli import assert_one_line_error, run_cli
+
+transformers = pytest.importorskip(
+    "transformers", reason="transformers (the hf extra) not installed"
+)
+
+AUTO = {
+    "ElectraForSequenceClassification": "AutoModelForSequenceClassification",
+    "ElectraForTokenClassification": "AutoModelForTokenClassification",
+    "ElectraForQuestionAnswering": "AutoModelForQuestionAnswering",
+}
+
+
+def exported(capsys, model, out):
+    code, stdout, err = run_cli(capsys, "export", "--model", model, "--out", out)
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    auto = getattr(transformers, AUTO[config["architectures"][0]])
+    hf, info = auto.from_pretrained(out, output_loading_info=True, local_files_only=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert AUTO[config["architectures"][0]] in stdout
+    return hf.eval(), config
+
+
+def predicted(capsys, model, *inputs):
+    code, stdout, err = run_cli(capsys, "predict", "--model", model, *inputs)
+    assert code == 0, err
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def hf_inputs(out, texts, pairs=None):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out, local_files_only=True)
+    return tokenizer(
+        texts, pairs, padding=True, truncation=True, max_length=48, return_tensors="pt"
+    )
+
+
+def dev_texts(data, column=0, n=40):
+    rows = [line.split("\t") for line in (data / "dev.tsv").read_text().splitlines()[1 : n + 1]]
+    return [r[column] for r in rows]
+
+
+def test_classifier_exports_with_equal_logits_and_pipeline_answers(
+    tmp_path_factory, tmp_path, capsys
+):
+    model, data = finetuned(tmp_path_factory, "sst2"), data_dirs(tmp_path_factory)["sst2"]
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["id2label"] == {"0": "0", "1": "1"} and config["label2id"] == {"0": 0, "1": 1}
+    assert config["problem_type"] == "single_label_classification"
+    texts = dev_texts(data)
+    batch = hf_inputs(tmp_path / "hf", texts)
+    _, ours, _, _ = load_finetuned(model)
+    with torch.no_grad():
+        theirs = hf(**batch).logits
+        mine = ours.eval()(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    assert (theirs - mine).abs().max().item() <= 1e-4
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), device=-1)
+    records = predicted(capsys, model, data / "dev.tsv")[: len(texts)]
+    for r, p in zip(records, pipe(texts, truncation=True), strict=True):
+        assert p["label"] == r["label"] and p["score"] == pytest.approx(r["score"], abs=1e-4)
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert "sst2" in card and "accuracy" in card and "`0`, `1`" in card
+    assert "pipeline_tag: text-classification" in card
+    results = json.loads((model / "results.json").read_text())
+    assert f"{results['per_seed'][0]['metrics']['accuracy']:.2f}" in card
+
+
+def test_regression_exports_its_value_as_the_logit(tmp_path_factory, tmp_path, capsys):
+    model, data = finetuned(tmp_path_factory, "stsb"), data_dirs(tmp_path_factory)["stsb"]
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["problem_type"] == "regression" and config["num_labels"] == 1
+    a, b = dev_texts(data, 7), dev_texts(data, 8)
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), device=-1)
+    answers = pipe(
+        [{"text": x, "text_pair": y} for x, y in zip(a, b, strict=True)], truncation=True
+    )
+    records = predicted(capsys, model, data / "dev.tsv")[: len(a)]
+    for r, p in zip(records, answers, strict=True):
+        assert p["score"] == pytest.approx(r["value"], abs=1e-4)  # STS-B's 0-5 scale, no sigmoid
+
+
+def test_tagger_exports_and_grouped_entities_match(tmp_path_factory, tmp_path, capsys, monkeypatch):
+    import io
+
+    model, data = finetuned(tmp_path_factory, "conll"), data_dirs(tmp_path_factory)["conll"]
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    task, ours, _, _ = load_finetuned(model)
+    assert list(config["id2label"].values()) == list(task.labels)  # CoNLL's nine tags
+    assert (
+        config["label2id"]["B-PER"] == task.labels.index("B-PER") and "problem_type" not in config
+    )
+    # Words without punctuation: HF's word grouping splits "Paris," where a whitespace split
+    # does not, so the two agree on words like these (docs/huggingface.md).
+    blocks = (data / "valid.txt").read_text().split("\n\n")[1:40]
+    words = [[line.split(" ")[0] for line in b.splitlines()] for b in blocks if b.strip()]
+    sentences = [" ".join(w for w in ws if w.isalpha()) for ws in words]
+    sentences = [x for x in sentences if x]
+    batch = hf_inputs(tmp_path / "hf", sentences)
+    with torch.no_grad():
+        theirs = hf(**batch).logits
+        mine = ours.eval()(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    real = batch["attention_mask"].bool()
+    assert (theirs - mine).abs()[real].max().item() <= 1e-4
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(sentences) + "\n"))
+    records = predicted(capsys, model, "-")
+    pipe = transformers.pipeline(
+        "token-classification",
+        model=str(tmp_path / "hf"),
+        aggregation_strategy="first",
+        device=-1,
+    )
+    found = 0
+    for sentence, r in zip(sentences, records, strict=True):
+        groups = [(g["entity_group"], g["start"], g["end"]) for g in pipe(sentence)]
+        assert groups == [(e["entity"], e["start"], e["end"]) for e in r["entities"]], sentence
+        found += len(groups)
+    assert found, "no entity in the sentences compared"
+
+
+def test_linear_qa_head_exports_with_equal_logits(tmp_path_factory, tmp_path, capsys):
+    model = finetuned(tmp_path_factory, "qa")
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["architectures"] == ["ElectraForQuestionAnswering"]
+    batch = hf_inputs(tmp_path / "hf", ["where was the car ?"], [CONTEXT[:60]])
+    _, ours, _, _ = load_finetuned(model)
+    with torch.no_grad():
+        theirs = hf(**batch)
+        mine = ours.eval()(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    assert (theirs.start_logits - mine["start_logits"]).abs().max().item() <= 1e-4
+    assert (theirs.end_logits - mine["end_logits"]).abs().max().item() <= 1e-4
+    if "question-answering" not in transformers.pipelines.SUPPORTED_TASKS:
+        return  # transformers 5 has no question-answering pipeline
+    pipe = transformers.pipeline("question-answering", model=str(tmp_path / "hf"), device=-1)
+    record = predicted(capsys, model, data_dirs(tmp_path_factory)["qa"] / "dev.json")[0]
+    answer = pipe(question="where was the car ?", context=CONTEXT, max_answer_len=30)
+    assert (answer["answer"], answer["start"]) == (record["answer"], record["start"])
+
+
+def test_official_qa_head_is_refused_in_one_line(tmp_path_factory, tmp_path, capsys):
+    model = finetuned(tmp_path_factory, "squad2")
+    code, _, err = run_cli(capsys, "export", "--model", model, "--out", tmp_path / "hf")
+    assert_one_line_error(code, err, "XLNet-style", "--qa-head linear")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_model_card_names_seed_and_recipe(tmp_path_factory, tmp_path, capsys):
+    model = finetuned(tmp_path_factory, "sst2")
+    seed = best_seed(model)
+    exported(capsys, seed, tmp_path / "hf")  # a seed folder exports too
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert "(this model)" in card and '"lr": 0.003' in card and "Base model" in card
+    assert "train: `" in card and "sst2/train.tsv`" in card
+
+
+def layer_norm_outputs(gamma, beta, n=256, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, gamma.numel(), generator=g) * 3 + torch.randn(n, 1, generator=g)
+    return torch.nn.functional.layer_norm(x, (gamma.numel(),), gamma, beta)
+
+
+@pytest.mark.parametrize("hidden,labels", [(32, 2), (256, 3), (768, 2), (1024, 9)])
+def test_the_classifier_rewrite_is_exact_in_fp32(hidden, labels):
+    """HF's dense + GELU + out_proj gives our logits within 1e-4: GELU is the identity where the
+    rewrite keeps the hidden units, for any LayerNorm output."""
+    g = torch.Generator().manual_seed(hidden)
+    gamma = 1 + 0.5 * torch.randn(hidden, generator=g)
+    beta = 0.2 * torch.randn(hidden, generator=g)
+    weight = torch.randn(labels, hidden, generator=g) * 3 * math.sqrt(2 / (hidden + labels))
+    bias = torch.randn(labels, generator=g)
+    head = exact_classification_head(weight, bias, gamma, beta, "m")
+    z = torch.linspace(6, 6 + 2 * export.HEAD_SPREAD, 100_001)
+    assert torch.equal(torch.nn.functional.gelu(z), z)  # exact erf GELU, as HF's "gelu"
+    x = layer_norm_outputs(gamma, beta)
+    hidden_units = x @ head["dense.weight"].T + head["dense.bias"]
+    assert hidden_units[:, :labels].min() >= 6 - 1e-3
+    theirs = torch.nn.functional.gelu(hidden_units) @ head["out_proj.weight"].T
+    theirs = theirs + head["out_proj.bias"]
+    assert (theirs - (x @ weight.T + bias)).abs().max().item() <= 1e-4
+
+
+def test_a_rewrite_beyond_the_tolerance_is_refused(monkeypatch):
+    monkeypatch.setattr(export, "REWRITE_TOLERANCE", 0.0)
+    gamma, beta = torch.ones(64), torch.zeros(64)
+    weight, bias = torch.randn(2, 64), torch.zeros(2)
+    with pytest.raises(ElectraError, match="refused"):
+        exact_classification_head(weight, bias, gamma, beta, "m")
+
+
+def test_multilabel_exports_with_sigmoid_scores(tmp_path_factory, tmp_path, capsys):
+    model = finetuned(tmp_path_factory, "multilabel")
+    data = data_dirs(tmp_path_factory)["multilabel"]
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["problem_type"] == "multi_label_classification"
+    assert sorted(config["label2id"]) == ["long", "positive"]
+    texts = [json.loads(line)["text"] for line in (data / "dev.jsonl").read_text().splitlines()]
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), device=-1)
+    answers = pipe(texts[:30], top_k=None, truncation=True)
+    records = predicted(capsys, model, data / "dev.jsonl", "--all-scores")[:30]
+    for r, labels in zip(records, answers, strict=True):
+        scores = {a["label"]: a["score"] for a in labels}  # sigmoids, as ours
+        assert scores == pytest.approx(r["scores"], abs=1e-4)
+
+
+def test_own_regression_exports_in_the_targets_units(tmp_path_factory, tmp_path, capsys):
+    model = finetuned(tmp_path_factory, "regression")
+    data = data_dirs(tmp_path_factory)["regression"]
+    _, config = exported(capsys, model, tmp_path / "hf")
+    assert config["problem_type"] == "regression"
+    texts = [json.loads(line)["text"] for line in (data / "dev.jsonl").read_text().splitlines()]
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), device=-1)
+    records = predicted(capsys, model, data / "dev.jsonl")[:30]
+    for r, a in zip(records, pipe(texts[:30], truncation=True), strict=True):
+        assert a["score"] == pytest.approx(r["value"], abs=1e-4)
