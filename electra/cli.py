@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -314,20 +315,26 @@ _CONFIG_FLAG = "config_flag:"  # the prefix of a generated flag's dest, to find 
 
 
 def add_config_flags(
-    group, cls: type, prefix: str = "", aliases: dict[str, str] | None = None, **options
+    group,
+    cls: type,
+    prefix: str = "",
+    aliases: dict[str, str] | None = None,
+    *,
+    skip: Collection[str] = (),
+    defaults: Any = None,
 ) -> None:
     """A flag for each field of the config dataclass `cls`, its help the field's comment
     (`electra.config.field_docs`) and its default: `--PREFIXfield` (`--train.lr`) or, without a
     prefix, `--field-name`. A prefixed bool flag alone means true (`--compile`) or takes a value
     (`--train.compile false`); an unprefixed one is `--pack` / `--no-pack`. A tuple field takes
-    several values. Values stay strings here and
-    are typed by the config's own parser (`electra.config.with_values`), so that a bad value
-    gets the error every other source of settings gets. `skip` leaves fields out; `defaults` is
-    the config whose values the help shows (a preset's, or a subclass's)."""
+    several values. Values stay strings here and are typed by the config's own parser
+    (`electra.config.with_values`), so that a bad value gets the error every other source of
+    settings gets. `skip` leaves fields out; `defaults` is the config whose values the help shows
+    (a preset's, or a subclass's; default `cls()`)."""
     from electra.config import field_docs
 
-    docs, skip = field_docs(cls), options.get("skip", ())
-    defaults = options.get("defaults") or cls()
+    docs = field_docs(cls)
+    defaults = defaults or cls()
     for f in fields(cls):
         if f.name in skip:
             continue
@@ -501,6 +508,8 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_pretrain(sub: argparse._SubParsersAction) -> None:
+    from electra.config import RunConfig, field_types, preset
+
     pt = sub.add_parser(
         "pretrain",
         usage="electra pretrain [--preset NAME] [--data DIR] [--out RUN] [--resume RUN] "
@@ -514,8 +523,6 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     pt.add_argument(
         "--resume", metavar="RUN", help="continue the run in this folder from its last checkpoint"
     )
-    from electra.config import RunConfig, field_types, preset
-
     small = preset("small")
     for name, section in field_types(RunConfig).items():
         if name == "preset":

@@ -145,6 +145,7 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile's CUDA graphs
 PARALLEL_MODES = ("ddp", "fsdp")
 KERNELS = ("auto", "stock")
+QA_HEADS = ("official", "linear")  # FinetuneConfig.qa_head (electra.tasks.squad)
 
 # Objective fields that shape the networks: a resumed run takes them from its checkpoint.
 ARCHITECTURE_FIELDS = (
@@ -608,8 +609,12 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
         super().__post_init__()
         if self.loss_reduction not in ("sum", "mean"):
             raise ElectraError(f"loss_reduction={self.loss_reduction!r}: use sum or mean")
-        if self.qa_head not in ("official", "linear"):
-            raise ElectraError(f"qa_head={self.qa_head!r}: use official or linear")
+        if self.qa_head not in QA_HEADS:
+            raise ElectraError(f"qa_head={self.qa_head!r}: use {' or '.join(QA_HEADS)}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ElectraError(
+                f"threshold={self.threshold}: a probability, between 0 and 1 (default 0.5)"
+            )
         for name in ("batch_size", "seeds"):
             if getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be at least 1 (got {getattr(self, name)})")
@@ -645,9 +650,9 @@ def resolve_recipe(
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's comment in `cls`'s source (the lines above it, or the one after it), for the
-    command line's help: the docs live once, beside the fields. Empty where the source is not
-    available (a frozen install) or a field has no comment."""
+    """Each field's comment in `cls`'s source (the comment lines above it, then the one at the end
+    of its line), for the command line's help: the docs live once, beside the fields. Empty where
+    the source is not available (a frozen install) or a field has no comment."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if dataclasses.is_dataclass(klass):

@@ -195,7 +195,9 @@ def hf_head_state(task, model: nn.Module, source: Path) -> tuple[str, dict[str, 
     if name == "ElectraForSequenceClassification":
         weight, bias = state.pop("classifier.weight"), state.pop("classifier.bias")
         if getattr(task, "regression", False):  # HF's logit is then the value itself
-            factor = regression_factor(task)
+            # The task's `value_scale`, which decode and records apply (STS-B: 5, the head
+            # being trained on score/5; regression on the user's files: its largest |target|).
+            factor = float(task.value_scale)
             weight, bias = weight * factor, bias * factor
         last = f"electra.encoder.layer.{model.config.num_hidden_layers - 1}.output.LayerNorm"
         head = exact_classification_head(
@@ -203,16 +205,6 @@ def hf_head_state(task, model: nn.Module, source: Path) -> tuple[str, dict[str, 
         )
         state.update({f"classifier.{k}": v for k, v in head.items()})
     return HF_FINETUNED[name], state
-
-
-def regression_factor(task) -> float:
-    """What a regression head's raw output is multiplied by to give the task's value (STS-B: 5,
-    the head being trained on score/5): `Task.infer`'s own rescaling, read by running it on a
-    stand-in model whose output is 1, times the `value_scale` that decode and records apply."""
-    ones = torch.ones(1, 1)
-    batch = {"input_ids": ones, "token_type_ids": ones, "attention_mask": ones}
-    inferred = task.infer(lambda *args, **kwargs: torch.ones(1, 1), batch)["logits"]
-    return float(inferred.reshape(-1)[0]) * float(getattr(task, "value_scale", 1.0))
 
 
 def exact_classification_head(

@@ -16,7 +16,7 @@ import re
 import shutil
 import statistics
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -64,12 +64,11 @@ from electra.runtime import (
 )
 from electra.step import Window
 from electra.tasks import get_task
-from electra.tasks.base import Batch, Encoded, Task
+from electra.tasks.base import Batch, Encoded, Task, utf8_text
+from electra.tasks.tables import DataSource
 from electra.tokenizer import load_tokenizer
 
 FINETUNE_FILE = "finetune.json"
-# Where a task's files are: a folder, one file, or {split: file} (--train/--dev/--test).
-DataSource = str | Path | Mapping[str, str | Path]
 
 
 # --- the recipe -----------------------------------------------------------------------------------
@@ -291,8 +290,15 @@ def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
 def read_split(task: Task, data_dir: DataSource, split: str) -> dict[str, list]:
     """A split's examples by evaluation set (MNLI's dev split has two: matched and mismatched)."""
     return {
-        name: task.read(path, split) for name, path in task.split_files(data_dir, split).items()
+        name: read_file(task, path, split)
+        for name, path in task.split_files(data_dir, split).items()
     }
+
+
+def read_file(task: Task, path: Path, split: str) -> list:
+    """One file's examples, read by the task; a file that is not UTF-8 is one error naming it."""
+    with utf8_text(path):
+        return task.read(path, split)
 
 
 def evaluate_sets(
@@ -626,7 +632,7 @@ def _test_examples(task: Task, data: DataSource) -> dict[str, list]:
 
 def _train_examples(task: Task, data_dir: DataSource, cfg: FinetuneConfig) -> list:
     """The training split, doubled for unordered pairs and subsampled as the recipe says."""
-    train = task.read(task.split_files(data_dir, "train")["train"], "train")
+    train = read_file(task, task.split_files(data_dir, "train")["train"], "train")
     if cfg.double_unordered:
         train = task.double_unordered(train)
     if 0 < cfg.max_train_examples < len(train):

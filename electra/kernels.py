@@ -42,10 +42,9 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.utils import flop_counter
 
+from electra.config import KERNELS
 from electra.errors import ElectraError
 from electra.model import ElectraSelfAttention
-
-KERNELS = ("auto", "stock")  # the `kernels` setting's values
 
 
 def use_kernels(model: nn.Module, choice: str, device: torch.device) -> nn.Module:
@@ -221,12 +220,8 @@ class PerHeadSelfAttention(ElectraSelfAttention):
         weights, biases = tuple(m.weight for m in layers), tuple(m.bias for m in layers)
         return dropped_attention(x, weights, biases, self.num_heads, mask, p)
 
-    def project(self, x: torch.Tensor, *layers: nn.Linear) -> torch.Tensor:
-        """The model's fused q/k/v product, through oneDNN where that is faster."""
-        if len(layers) == 1:
-            return linear(x, layers[0].weight, layers[0].bias)
-        weight = torch.cat([layer.weight for layer in layers])
-        return linear(x, weight, torch.cat([layer.bias for layer in layers]))
+    # The model's fused q/k/v product (`project`), through oneDNN where that is faster.
+    linear = staticmethod(linear)
 
 
 def dropped_attention(

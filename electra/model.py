@@ -114,12 +114,15 @@ class ElectraSelfAttention(nn.Module):
         """The attention dropout rate now (none in eval)."""
         return self.dropout_p if self.training else 0.0
 
+    # The product `project` runs: a subclass may run another with F.linear's signature.
+    linear = staticmethod(F.linear)
+
     def project(self, x: torch.Tensor, *layers: nn.Linear) -> torch.Tensor:
         """x [..., H] through `layers` (of query, key, value) as one product: [..., len * H]."""
         if len(layers) == 1:
-            return F.linear(x, layers[0].weight, layers[0].bias)
+            return self.linear(x, layers[0].weight, layers[0].bias)
         weight = torch.cat([layer.weight for layer in layers])
-        return F.linear(x, weight, torch.cat([layer.bias for layer in layers]))
+        return self.linear(x, weight, torch.cat([layer.bias for layer in layers]))
 
 
 class ElectraResidualOutput(nn.Module):

@@ -26,7 +26,7 @@ from electra.config import FinetuneConfig
 from electra.errors import ElectraError
 from electra.finetune import load_finetuned, predict_outputs
 from electra.runtime import Runtime, configure_process, prepare_model, resolve_device
-from electra.tasks.base import Task
+from electra.tasks.base import Task, utf8_text
 
 STDIN = "-"
 
@@ -92,7 +92,8 @@ def read_examples(task: Task, inputs: list[str], stdin: TextIO | None = None) ->
             path = Path(name)
             if not path.is_file():
                 raise ElectraError(f"input file not found: {path}")
-            examples = task.read_inputs(path)
+            with utf8_text(path):
+                examples = task.read_inputs(path)
         if not examples:
             where = "standard input" if name == STDIN else name
             raise ElectraError(f"{where} holds no input to predict: nothing written")
@@ -122,23 +123,10 @@ def predict_inputs(
         records += [{**r, "source": name} for r in rows] if len(inputs) > 1 else rows
         cut, total = cut + n_cut, total + len(examples)
     if cut:
-        note = truncation_note(predictor.task, predictor.cfg.max_seq_len)
+        note = predictor.task.truncation_note(predictor.cfg.max_seq_len)
         print(f"warning: {cut} of {total} inputs {note}", file=sys.stderr)
     write_records(records, out)
     return len(records)
-
-
-def truncation_note(task: Task, max_len: int) -> str:
-    """What was cut, and what that means for the task's predictions."""
-    if task.family == "qa":
-        return (
-            f"had questions longer than {task.max_query_length} tokens, cut to fit as in "
-            "training (long contexts are read in windows)"
-        )
-    cut = f"were longer than the model's {max_len} tokens and were cut to fit, as in training"
-    if task.family == "tagging":
-        return f"{cut}: the words past the cut are tagged O"
-    return f"{cut} (the end of the longer text first)"
 
 
 def write_records(records: list[dict], out: str | Path | None) -> None:

@@ -79,22 +79,20 @@ def configure_process(device: torch.device) -> None:
 @dataclass(frozen=True)
 class Runtime:
     """How a loop runs its model: on `device`, in `precision` (auto, fp32, bf16), compiled
-    (`compile`, in `compile_mode`), with the step captured in CUDA graphs (`cuda_graph`, which
-    also gives the batches static shapes) and with `kernels` (auto or stock, electra.kernels)."""
+    (`compile`, in `compile_mode`) and with the step captured in CUDA graphs (`cuda_graph`, which
+    also gives the batches static shapes). The `kernels` setting acts once, on the built model
+    (`prepare_model`), not on every step."""
 
     device: torch.device
     precision: str = "auto"
     compile: bool = False
     compile_mode: str = "default"
     cuda_graph: bool = False
-    kernels: str = "auto"
 
     @classmethod
     def of(cls, cfg: RuntimeConfig, device: torch.device) -> Runtime:
         """The runtime a config (pretraining's or fine-tuning's) asks for on `device`."""
-        return cls(
-            device, cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph, cfg.kernels
-        )
+        return cls(device, cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph)
 
     def autocast(self, cache_casts: bool = True) -> contextlib.AbstractContextManager:
         """This runtime's autocast (`electra.step.autocast`)."""

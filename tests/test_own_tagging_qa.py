@@ -426,3 +426,33 @@ def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_h
     rows = predict(task, model, [*long, short], enc, Runtime(torch.device("cpu"), "fp32"))
     assert [r["id"] for r in rows] == [*(q.id for q in long), "s"]
     assert rows[-1]["best_span"] in ("", "Mary", "Mary sat", "Mary sat .", "sat", "sat .", ".")
+
+
+@pytest.mark.parametrize(
+    ("task", "name", "raw"),
+    [
+        ("tagging", "train.txt", b"Caf\xe9 B-LOC\n"),
+        (
+            "qa",
+            "train.jsonl",
+            b'{"id": "1", "question": "o\xf9?", "context": "c", "answers": []}\n',
+        ),
+        ("conll2003", "train.txt", b"Caf\xe9 NNP B-NP B-LOC\n"),
+    ],
+)
+def test_a_file_not_in_utf8_is_one_line_naming_it(tmp_path, task, name, raw):
+    from electra.finetune import read_split
+    from electra.predict import read_examples
+    from electra.tasks import get_task
+
+    path = tmp_path / name
+    path.write_bytes(raw)
+    for read in (
+        lambda: read_split(get_task(task), {"train": path}, "train"),
+        lambda: read_examples(get_task(task), [str(path)]),
+    ):
+        with pytest.raises(ElectraError) as e:
+            read()
+        message = str(e.value)
+        assert message.startswith(f"{path}: not UTF-8 text (") and "\n" not in message
+        assert message.endswith("): save it as UTF-8")

@@ -7,7 +7,8 @@ training and evaluation loops (`electra.finetune`) know nothing else about tasks
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,14 @@ class Task:
         once on stderr); 0 where the task keeps everything (windows)."""
         return 0
 
+    def truncation_note(self, max_len: int) -> str:
+        """What `truncated` counted and what it means for the predictions, after "N of M inputs"
+        in `electra predict`'s warning."""
+        return (
+            f"were longer than the model's {max_len} tokens and were cut to fit, as in training "
+            "(the end of the longer text first)"
+        )
+
     def double_unordered(self, examples: list[Any]) -> list[Any]:
         raise ElectraError(
             f"double_unordered applies to MRPC and STS-B, whose pairs are unordered, not {self.name}"
@@ -216,3 +225,15 @@ def require_suffix(path: Path, suffixes: tuple[str, ...], task: str) -> None:
             f"{path}: {task} reads {' or '.join(suffixes)} files, not {path.suffix}: pass a file "
             "in the task's format, or - for lines of text on standard input"
         )
+
+
+@contextlib.contextmanager
+def utf8_text(path: Path) -> Iterator[None]:
+    """Reading `path` inside: a file that is not UTF-8 is one error naming it and the byte, where
+    every task's reader would otherwise end in a traceback."""
+    try:
+        yield
+    except UnicodeDecodeError as e:
+        raise ElectraError(
+            f"{path}: not UTF-8 text ({e.reason} at byte {e.start}): save it as UTF-8"
+        ) from None

@@ -222,6 +222,13 @@ class GlueTask(Task):
     def regression(self) -> bool:
         return self.spec.labels is None
 
+    @property
+    def value_scale(self) -> float:
+        """What the regression head's output is multiplied by to give a value on the labels'
+        scale (decode, records, export): the head is trained on score/5 (§5), so STS-B's
+        predictions come back on 0-5."""
+        return 5.0
+
     def read(self, path: Path, split: str) -> list[Example]:
         return read_glue_tsv(path, self.spec, split)
 
@@ -241,13 +248,15 @@ class GlueTask(Task):
             [pack(x, y, special, max_len) for x, y in zip(a, b, strict=True)], max_len, special.pad
         )
         if examples[0].label is not None:
-            if self.regression:
-                tensors["labels"] = torch.tensor([e.label / 5.0 for e in examples])  # §5: y/5
-            else:
-                tensors["labels"] = torch.tensor(
-                    [self.spec.labels.index(e.label) for e in examples]
-                )
+            tensors["labels"] = self.label_tensor(examples)
         return Encoded(tensors)
+
+    def label_tensor(self, examples: list[Example]) -> torch.Tensor:
+        """The training targets: a class index, or a regression target divided by `value_scale`
+        (§5: STS-B's score / 5)."""
+        if self.regression:
+            return torch.tensor([e.label / self.value_scale for e in examples])
+        return torch.tensor([self.spec.labels.index(e.label) for e in examples])
 
     def build_model(self, cfg: ModelConfig) -> ElectraForSequenceClassification:
         return ElectraForSequenceClassification(
@@ -277,7 +286,7 @@ class GlueTask(Task):
     def decode(self, examples, encoded, outputs) -> list[dict]:
         logits = outputs["logits"]
         if self.regression:
-            values = (logits.squeeze(-1) * 5.0).tolist()
+            values = (logits.squeeze(-1) * self.value_scale).tolist()
             preds = [round(v, 4) for v in values]
         else:
             preds = [self.spec.labels[i] for i in logits.argmax(-1).tolist()]
@@ -339,12 +348,6 @@ class GlueTask(Task):
 
     # --- `electra predict` --------------------------------------------------------------------
 
-    @property
-    def value_scale(self) -> float:
-        """What the regression head's output is multiplied by to give a value on the labels'
-        scale: the head is trained on score/5 (§5), so STS-B's predictions come back on 0-5."""
-        return 5.0
-
     def read_inputs(self, path: Path) -> list[Example]:
         """A test file, or a labelled (train/dev) file whose labels are dropped."""
         require_suffix(path, (".tsv", ".txt"), self.name)
@@ -374,23 +377,16 @@ class GlueTask(Task):
 
     def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
         """{"id", "label", "score"} (+ "scores": every label's) from the softmax of the logits;
-        multilabel (a task with `multilabel` set): {"id", "labels" above its `threshold`,
-        "scores"} from a sigmoid per label; regression: {"id", "value"} on the labels' scale.
-        The labels are the spec's, so the own-data tasks built on this one inherit it."""
+        regression: {"id", "value"} on the labels' scale. The labels are the spec's, so the
+        own-data tasks built on this one inherit it."""
         logits = outputs["logits"].float()
         if self.regression:
             values = (logits.squeeze(-1) * self.value_scale).tolist()
             return [{"id": e.id, "value": v} for e, v in zip(examples, values, strict=True)]
         labels = self.spec.labels
-        multilabel = getattr(self, "multilabel", False)
-        probs = (logits.sigmoid() if multilabel else logits.softmax(-1)).tolist()
         rows = []
-        for e, p in zip(examples, probs, strict=True):
+        for e, p in zip(examples, logits.softmax(-1).tolist(), strict=True):
             scores = dict(zip(labels, p, strict=True))
-            if multilabel:
-                chosen = [name for name in labels if scores[name] > self.threshold]
-                rows.append({"id": e.id, "labels": chosen, "scores": scores})
-                continue
             best = max(range(len(labels)), key=p.__getitem__)  # the first of a tie, as argmax
             row = {"id": e.id, "label": labels[best], "score": p[best]}
             rows.append({**row, "scores": scores} if all_scores else row)

@@ -27,10 +27,8 @@ import torch.nn.functional as F
 from electra import metrics
 from electra.config import FinetuneConfig
 from electra.errors import ElectraError
-from electra.tasks.base import Encoded, pack, to_tensors, token_ids
 from electra.tasks.glue import Columns, Example, GlueSpec, GlueTask
 from electra.tasks.tables import SPLITS, DataSource, Table, read_table, split_file
-from electra.tokenizer import special_ids
 
 _INTEGER = re.compile(r"[+-]?\d+")
 
@@ -262,16 +260,11 @@ class RegressionTask(UserFiles, GlueTask):
             self.scale = max(abs(y) for y in targets) or 1.0
         return targets
 
-    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
-        encoded = super().encode(examples, tokenizer, max_len, training)
-        if "labels" in encoded.tensors:  # GlueTask's are y/5: the scale is ours
-            encoded.tensors["labels"] = torch.tensor([e.label / self.scale for e in examples])
-        return encoded
-
-    def infer(self, model, batch):
-        # GlueTask's decode (and predict's records) read outputs on STS-B's 0-5 scale, output * 5:
-        # rescaled here, they give the target's own units.
-        return {"logits": super().infer(model, batch)["logits"] * (self.scale / 5.0)}
+    @property
+    def value_scale(self) -> float:
+        """The training file's largest |target| in place of STS-B's 5: GlueTask trains on the
+        target divided by it and multiplies the output back (decode, records, export)."""
+        return self.scale
 
     def baseline(self, train) -> dict:
         fitted = super().baseline(train)
@@ -317,7 +310,7 @@ class MultilabelTask(NamedLabels, GlueTask):
     binary cross-entropy summed over the labels; a label is predicted above `threshold`.
     Micro-F1 (the main metric) and macro-F1."""
 
-    multilabel = True  # `GlueTask.records` (electra predict): the labels above the threshold
+    multilabel = True  # export's `problem_type`: multi_label_classification
 
     def __init__(self, cfg: FinetuneConfig, name: str = "multilabel"):
         self.label_set = LabelSet(cfg.labels)
@@ -336,21 +329,14 @@ class MultilabelTask(NamedLabels, GlueTask):
                 self.label_set.check(name, table, number, self.label_column)
         return [tuple(sorted(s, key=order.__getitem__)) for s in sets]
 
-    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
-        special = special_ids(tokenizer)
-        a = token_ids(tokenizer, [e.text_a for e in examples])
-        pairs = examples[0].text_b is not None
-        b = token_ids(tokenizer, [e.text_b for e in examples]) if pairs else None
-        rows = [pack(x, b[i] if b else None, special, max_len) for i, x in enumerate(a)]
-        tensors = to_tensors(rows, max_len, special.pad)
-        if examples[0].label is not None:
-            # [N, 1, K]: `finetune.trim` cuts dim 1 of [N, max_len] tensors, which K may equal.
-            hot = torch.zeros(len(examples), 1, len(self.label_set.names))
-            index = {name: i for i, name in enumerate(self.label_set.names)}
-            for row, e in enumerate(examples):
-                hot[row, 0, [index[n] for n in e.label]] = 1.0
-            tensors["labels"] = hot
-        return Encoded(tensors)
+    def label_tensor(self, examples) -> torch.Tensor:
+        """Each example's labels as a multi-hot row, [N, 1, K]: `finetune.trim` cuts dim 1 of
+        [N, max_len] tensors, which K may equal."""
+        hot = torch.zeros(len(examples), 1, len(self.label_set.names))
+        index = {name: i for i, name in enumerate(self.label_set.names)}
+        for row, e in enumerate(examples):
+            hot[row, 0, [index[n] for n in e.label]] = 1.0
+        return hot
 
     def losses(self, model, batch) -> torch.Tensor:
         logits = self.training_logits(model, batch)
@@ -369,6 +355,16 @@ class MultilabelTask(NamedLabels, GlueTask):
         return [
             [names[j] for j in torch.nonzero(row > self.threshold).flatten().tolist()]
             for row in probs
+        ]
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """`electra predict`: {"id", "labels" (those above `threshold`, as decode chooses them),
+        "scores" (every label's sigmoid)}."""
+        probs = torch.sigmoid(outputs["logits"].float())
+        names = self.label_set.names
+        return [
+            {"id": e.id, "labels": chosen, "scores": dict(zip(names, p, strict=True))}
+            for e, chosen, p in zip(examples, self._chosen(probs), probs.tolist(), strict=True)
         ]
 
     def score(self, predictions) -> dict[str, float]:

@@ -10,6 +10,7 @@ user's files in CoNLL columns or JSONL, with the tag set read from the training 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,17 +184,7 @@ class NerTask(Task):
         """Sentences of a CoNLL-style file: a word per line (its first field; tags and other
         columns, if any, are ignored), a blank line between sentences."""
         require_suffix(path, CONLL_SUFFIXES, self.name)
-        sentences: list[Sentence] = []
-        words: list[str] = []
-        with open(path, encoding="utf-8") as f:
-            for line in [*f, ""]:  # the final "" ends the last sentence
-                fields = line.split()
-                if fields and fields[0] != "-DOCSTART-":
-                    words.append(fields[0])
-                elif words:
-                    sentences.append(Sentence(str(len(sentences)), tuple(words), None))
-                    words = []
-        return sentences
+        return read_words(path)
 
     def from_lines(self, lines: list[str], source: str) -> list[TextSentence]:
         """A sentence per line, its words split at whitespace (each word's character offset in
@@ -230,6 +221,12 @@ class NerTask(Task):
             )
         return rows
 
+    def truncation_note(self, max_len: int) -> str:
+        return (
+            f"were longer than the model's {max_len} tokens and were cut to fit, as in training: "
+            "the words past the cut are tagged O"
+        )
+
     def truncated(self, examples, encoded, tokenizer, max_len) -> int:
         """Sentences whose last words did not fit (they are tagged O)."""
         full = (encoded.tensors["attention_mask"].sum(1) == max_len).tolist()
@@ -243,6 +240,22 @@ class NerTask(Task):
 
 
 CONLL_SUFFIXES = (".txt", ".conll", ".iob", ".bio", ".testa", ".testb", ".train")
+
+
+def read_words(path: Path, fields_of: Callable[[str], list[str]] = str.split) -> list[Sentence]:
+    """The untagged sentences of a CoNLL-style file: each line's first field (`fields_of` splits
+    a line), a blank line or `-DOCSTART-` between sentences."""
+    sentences: list[Sentence] = []
+    words: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line in [*f, ""]:  # the final "" ends the last sentence
+            fields = fields_of(line)
+            if fields and fields[0] and fields[0] != "-DOCSTART-":
+                words.append(fields[0])
+            elif words:
+                sentences.append(Sentence(str(len(sentences)), tuple(words), None))
+                words = []
+    return sentences
 
 
 @dataclass(frozen=True)

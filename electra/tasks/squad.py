@@ -30,13 +30,13 @@ import torch.nn.functional as F
 
 from electra import metrics
 from electra.atomic import write_json_atomic
+from electra.config import QA_HEADS
 from electra.errors import ElectraError
 from electra.heads import ElectraForQuestionAnswering, ElectraForSpanQuestionAnswering
 from electra.tasks.base import Encoded, Task, require_suffix, to_tensors, token_ids
 from electra.tokenizer import special_ids
 
 ANSWERABILITY_WEIGHT = 0.5
-QA_HEADS = ("official", "linear")
 # The default null threshold of each head: the official test setting for the answerability logit,
 # and HF's `null_score_diff_threshold` for the linear head's null-minus-best-span score.
 NULL_THRESHOLDS = {"official": -2.75, "linear": 0.0}
@@ -138,7 +138,7 @@ class SquadTask(Task):
         -2.75 is a point on the official head's answerability logit and means nothing for the
         linear head's score difference, whose default is HF's 0.0."""
         if qa_head not in QA_HEADS:
-            raise ElectraError(f"qa_head={qa_head!r}: use official or linear")
+            raise ElectraError(f"qa_head={qa_head!r}: use {' or '.join(QA_HEADS)}")
         self.qa_head = qa_head
         threshold = self._requested_threshold
         if threshold is None:
@@ -250,83 +250,50 @@ class SquadTask(Task):
         return {k: _to_n_best(v, self.n_best) for k, v in out.items()}
 
     def decode(self, examples, encoded, outputs) -> list[dict]:
-        if self.qa_head == "linear":
-            best, null = self._linear_spans(examples, encoded, outputs)
-        else:
-            best, null = self._official_spans(examples, encoded, outputs)
+        spans = self._best_spans(encoded, outputs)
+        null = self._null_scores(encoded, outputs, spans)
         golds = gold_answers(examples)
         out = []
         for ex_index, q in enumerate(examples):
-            span = best.get(ex_index, (0.0, ""))[1]
-            null_score = null[ex_index]
-            no_answer = self.version != "1.1" and null_score > self.null_threshold
+            span = q.context[spans[ex_index][2] : spans[ex_index][3]] if ex_index in spans else ""
+            no_answer = self.version != "1.1" and null[ex_index] > self.null_threshold
             out.append(
                 {
                     "id": q.id,
                     "prediction": "" if no_answer else span,
                     "label": golds[q.id] if q.answers or q.is_impossible else None,
                     "best_span": span,
-                    "null_score": null_score,
+                    "null_score": null[ex_index],
                 }
             )
         return out
 
-    def _official_spans(self, examples, encoded, outputs):
-        """Each question's best (log-probability, span) and its null score: the lowest
-        answerability logit over its windows."""
-        best: dict[int, tuple[float, str]] = {}
-        null: dict[int, float] = defaultdict(lambda: math.inf)
-        start_lp, start_ix = outputs["start_log_probs"].tolist(), outputs["start_index"].tolist()
-        end_lp, end_ix = outputs["end_log_probs"].tolist(), outputs["end_index"].tolist()
-        answerable = outputs["answerable_logit"].tolist()
-        for row, ex_index in enumerate(encoded.meta["example"]):
-            offsets = encoded.meta["offsets"][row]
-            max_context = encoded.meta["max_context"][row]
-            context = examples[ex_index].context
-            null[ex_index] = min(null[ex_index], answerable[row])
-            for i, s in enumerate(start_ix[row]):
-                if s >= len(offsets) or offsets[s] is None or not max_context[s]:
-                    continue
-                for j, e in enumerate(end_ix[row][i]):
-                    if e >= len(offsets) or offsets[e] is None or e < s:
-                        continue
-                    if e - s + 1 > self.max_answer_length:
-                        continue
-                    score = start_lp[row][i] + end_lp[row][i][j]
-                    if ex_index not in best or score > best[ex_index][0]:
-                        best[ex_index] = (score, context[offsets[s][0] : offsets[e][1]])
-        return best, null
+    def _best_spans(self, encoded, outputs) -> dict[int, tuple[float, float, int, int]]:
+        """Each question's best span over its windows (the first of a tie): (the score it is
+        ranked by, its log-probability, its start and end character offsets in the context). A
+        question with no valid span in any window is left out."""
+        best: dict[int, tuple[float, float, int, int]] = {}
+        for ex_index, row, s, e, score, log_prob in self._span_candidates(encoded, outputs):
+            if ex_index not in best or score > best[ex_index][0]:
+                offsets = encoded.meta["offsets"][row]
+                best[ex_index] = (score, log_prob, offsets[s][0], offsets[e][1])
+        return best
 
-    def _linear_spans(self, examples, encoded, outputs):
-        """Each question's best (start + end logit, span) over the top `n_best` starts and ends of
-        each window (a span in the context, start <= end, at most `max_answer_length` tokens,
-        its start in its max-context window), and its null score: the lowest start[0] + end[0]
-        over the windows minus the best span's score (HF's run_squad)."""
-        best: dict[int, tuple[float, str]] = {}
-        cls: dict[int, float] = defaultdict(lambda: math.inf)
+    def _null_scores(self, encoded, outputs, spans) -> dict[int, float]:
+        """Each question's null score, the higher the less answerable. Official head: the lowest
+        answerability logit over its windows. Linear head: the lowest start[0] + end[0] ([CLS])
+        over its windows minus the best span's score (`spans`, `_best_spans`; HF's run_squad);
+        with no valid span, no answer."""
+        if self.qa_head == "linear":
+            cls = (outputs["start_logits"][:, 0] + outputs["end_logits"][:, 0]).tolist()
+        else:
+            cls = outputs["answerable_logit"].tolist()
+        lowest: dict[int, float] = defaultdict(lambda: math.inf)
         for row, ex_index in enumerate(encoded.meta["example"]):
-            offsets = encoded.meta["offsets"][row]
-            max_context = encoded.meta["max_context"][row]
-            start = outputs["start_logits"][row, : len(offsets)]  # this row's real tokens
-            end = outputs["end_logits"][row, : len(offsets)]
-            cls[ex_index] = min(cls[ex_index], float(start[0] + end[0]))
-            k = min(self.n_best, len(offsets))
-            starts, ends = start.topk(k).indices.tolist(), end.topk(k).indices.tolist()
-            for s in starts:
-                if offsets[s] is None or not max_context[s]:
-                    continue
-                for e in ends:
-                    if offsets[e] is None or e < s or e - s + 1 > self.max_answer_length:
-                        continue
-                    score = float(start[s] + end[e])
-                    if ex_index not in best or score > best[ex_index][0]:
-                        context = examples[ex_index].context
-                        best[ex_index] = (score, context[offsets[s][0] : offsets[e][1]])
-        null = {
-            i: cls[i] - best[i][0] if i in best else NO_SPAN_NULL_SCORE
-            for i in range(len(examples))
-        }
-        return best, null
+            lowest[ex_index] = min(lowest[ex_index], cls[row])
+        if self.qa_head != "linear":
+            return lowest
+        return {i: lowest[i] - spans[i][0] if i in spans else NO_SPAN_NULL_SCORE for i in lowest}
 
     def score(self, predictions) -> dict[str, float]:
         golds = {p["id"]: p["label"] for p in predictions}
@@ -391,11 +358,14 @@ class SquadTask(Task):
             if not line.strip():
                 continue
             fields = line.split("\t")
-            if len(fields) != 2 or not fields[1].strip():
+            if len(fields) != 2:
                 raise ElectraError(
                     f"{source}, line {line_no}: expected a question, a TAB and its context, found "
                     f"{len(fields)} TAB-separated field{'s' if len(fields) > 1 else ''}"
                 )
+            if not fields[0].strip() or not fields[1].strip():
+                empty = "question" if not fields[0].strip() else "context"
+                raise ElectraError(f"{source}, line {line_no}: an empty {empty}: fill it in")
             questions.append(Question(str(len(questions)), fields[0], fields[1], (), False))
         return questions
 
@@ -403,36 +373,29 @@ class SquadTask(Task):
         """{"id", "answer", "start" (its character offset in the context; null without one),
         "score" (the model's probability of the best span), "no_answer", "null_score"}: the
         answers `evaluate` gives, with their offsets."""
-        spans = self._answer_offsets(encoded, outputs)
-        decoded = self.decode(examples, encoded, outputs)
+        spans = self._best_spans(encoded, outputs)
         rows = []
-        for i, (q, pred) in enumerate(zip(examples, decoded, strict=True)):
+        for i, (q, pred) in enumerate(
+            zip(examples, self.decode(examples, encoded, outputs), strict=True)
+        ):
             no_answer = self.version != "1.1" and pred["null_score"] > self.null_threshold
-            prob, start = spans.get(i, (0.0, None))
+            _, log_prob, start, _ = spans.get(i, (0.0, -math.inf, None, None))
             rows.append(
                 {
                     "id": q.id,
                     "answer": pred["prediction"],
                     "start": None if no_answer or not pred["prediction"] else start,
-                    "score": prob,
+                    "score": math.exp(log_prob),
                     "no_answer": no_answer,
                     "null_score": pred["null_score"],
                 }
             )
         return rows
 
-    def _answer_offsets(self, encoded, outputs) -> dict[int, tuple[float, int]]:
-        """Each question's best span (chosen as `decode` chooses it) as (probability, character
-        offset of its start)."""
-        best: dict[int, tuple[float, float, int]] = {}
-        for ex_index, row, s, score, log_prob in self._span_candidates(encoded, outputs):
-            if ex_index not in best or score > best[ex_index][0]:
-                best[ex_index] = (score, log_prob, encoded.meta["offsets"][row][s][0])
-        return {i: (math.exp(lp), start) for i, (_, lp, start) in best.items()}
-
     def _span_candidates(self, encoded, outputs):
-        """(question, row, start token, score `decode` ranks by, log-probability) of every span
-        `decode` considers, in its order."""
+        """(question, row, start and end token, score, log-probability) of every valid span
+        among each window's top `n_best` starts and ends: in the context, start <= end, at most
+        `max_answer_length` tokens, its start in its max-context window."""
         linear = self.qa_head == "linear"
         for row, ex_index in enumerate(encoded.meta["example"]):
             offsets = encoded.meta["offsets"][row]
@@ -447,24 +410,35 @@ class SquadTask(Task):
                 if e >= len(offsets) or offsets[e] is None or e < s:
                     continue
                 if e - s + 1 <= self.max_answer_length:
-                    yield ex_index, row, s, score, log_prob
+                    yield ex_index, row, s, e, score, log_prob
 
     def _official_row(self, outputs, row, n):
-        start_lp, start_ix = outputs["start_log_probs"][row], outputs["start_index"][row]
-        end_lp, end_ix = outputs["end_log_probs"][row], outputs["end_index"][row]
+        """The official head's top starts and, for each, its top ends, ranked by log-probability
+        (`n`, the row's tokens, is unused: the candidates are already the top ones)."""
+        start_lp, start_ix = outputs["start_log_probs"][row].tolist(), outputs["start_index"][row]
+        end_lp, end_ix = outputs["end_log_probs"][row].tolist(), outputs["end_index"][row]
         for i, s in enumerate(start_ix.tolist()):
             for j, e in enumerate(end_ix[i].tolist()):
-                score = float(start_lp[i]) + float(end_lp[i, j])
+                score = start_lp[i] + end_lp[i][j]
                 yield s, e, score, score
 
     def _linear_row(self, outputs, row, n):
+        """The top `n_best` starts by the top `n_best` ends of the row's `n` tokens, ranked by
+        start + end logit; the log-probability is under the start and end softmaxes."""
         start, end = outputs["start_logits"][row, :n], outputs["end_logits"][row, :n]
         norm = float(start.logsumexp(0) + end.logsumexp(0))
         k = min(self.n_best, n)
+        ends = end.topk(k).indices.tolist()
         for s in start.topk(k).indices.tolist():
-            for e in end.topk(k).indices.tolist():
+            for e in ends:
                 score = float(start[s] + end[e])
                 yield s, e, score, score - norm
+
+    def truncation_note(self, max_len: int) -> str:
+        return (
+            f"had questions longer than {self.max_query_length} tokens, cut to fit as in "
+            "training (long contexts are read in windows)"
+        )
 
     def truncated(self, examples, encoded, tokenizer, max_len) -> int:
         """Questions cut to `max_query_length` tokens (long contexts are windowed, not cut)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
+from electra.tasks.base import utf8_text
 
 FORMATS = {
     ".csv": "CSV",
@@ -64,17 +65,13 @@ def read_table(path: str | Path) -> Table:
         raise ElectraError(f"{path}: unknown data format ({shown}): name the file {KNOWN}")
     if not path.is_file():
         raise ElectraError(f"data file not found: {path}")
-    try:
+    with utf8_text(path):
         if kind == "Parquet":
             table = _read_parquet(path)
         elif kind == "JSON Lines":
             table = _read_jsonl(path)
         else:
             table = _read_delimited(path, "\t" if kind == "TSV" else ",")
-    except UnicodeDecodeError as e:
-        raise ElectraError(
-            f"{path}: not UTF-8 text ({e.reason} at byte {e.start}): save it as UTF-8"
-        ) from None
     if not table.rows:
         raise ElectraError(f"{path} has no rows: expected a header and one example per row")
     return table

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from electra.errors import ElectraError
-from electra.tasks.ner import NerTask, Sentence
+from electra.tasks.ner import NerTask, Sentence, read_words
 
 TAG = re.compile(r"^(O|[BI]-\S+)$")
 COLUMN_SUFFIXES = (".conll", ".txt", ".tsv")
@@ -90,23 +90,12 @@ class TaggingTask(NerTask):
         if path.suffix.lower() == ".jsonl":
             sentences = self._read_jsonl(path, "predict")
         else:
-            sentences = self._read_words(path)
+            sentences = read_words(path, _columns)
         if not sentences:
-            raise ElectraError(f"{path} has no sentences")
-        return sentences
-
-    def _read_words(self, path: Path) -> list[Sentence]:
-        """The first column of a CoNLL-style file, sentence by sentence."""
-        sentences: list[Sentence] = []
-        words: list[str] = []
-        with open(path, encoding="utf-8") as f:
-            for line in [*f, ""]:  # the final "" ends the last sentence
-                fields = _columns(line)
-                if fields and fields[0] and fields[0] != "-DOCSTART-":
-                    words.append(fields[0])
-                elif words:
-                    sentences.append(Sentence(str(len(sentences)), tuple(words), None))
-                    words = []
+            raise ElectraError(
+                f"{path} has no sentences: expected a word per line (CoNLL columns) or JSON lines "
+                "of tokens"
+            )
         return sentences
 
     def _check_tag(self, tag: str, where: str) -> None:
