@@ -646,6 +646,10 @@ def _finetune_seed(job: _Job, seed: int, seed_dir: Path) -> dict:
     else trained, scored and written to `seed_dir`."""
     task, cfg = job.task, job.cfg
     result = finished_seed(seed_dir, cfg, job.source)
+    if result is not None and bool(job.test) != ("test_metrics" in result):
+        # Finished with another set of files: keeping it would leave its test predictions out.
+        print(f"seed {seed}: trained again, the test file differs from the run", file=sys.stderr)
+        result = None
     if result is not None:
         predictions = read_jsonl(seed_dir / "predictions.jsonl")
         result |= judge(task.main_metric, job.baseline, result["metrics"], predictions)

@@ -9,6 +9,7 @@ import csv
 import io
 import itertools
 import json
+import shutil
 
 import pytest
 from scipy.stats import pearsonr, spearmanr
@@ -253,6 +254,22 @@ def test_tables_keep_each_rows_line_and_split_files_are_found(tmp_path):
         split_file(tmp_path, "dev", "classification")
     examples = get_task("classification").read(path, "train")
     assert [(e.id, e.text_a, e.label) for e in examples][1] == ("1", "last", "b")
+
+
+def test_resume_retrains_a_seed_finished_without_the_test_file(tmp_path, capsys, tiny_pretrained):
+    """A seed kept from a run that had no test file would leave the test file unpredicted."""
+    data = sst_csv(tmp_path / "data")
+    out = tmp_path / "ft"
+    assert finetune(capsys, tiny_pretrained, "classification", out, "--data", data)[0] == 0
+    shutil.copytree(out / "seed_0", tmp_path / ".ft.tmp" / "seed_0")
+    shutil.copy(data / "dev.csv", data / "test.csv")
+    code, err = finetune(
+        capsys, tiny_pretrained, "classification", out, "--data", data, "--resume", "--overwrite"
+    )
+    assert code == 0, err
+    assert "seed 0: trained again, the test file differs" in err and "kept" not in err
+    assert (out / "seed_0" / "test_predictions.jsonl").is_file()
+    assert "accuracy" in json.loads((out / "results.json").read_text())["test_metrics"]
 
 
 # --- bad input ---------------------------------------------------------------------------------
