@@ -333,8 +333,8 @@ def add_config_flags(
     (a preset's, or a subclass's; default `cls()`)."""
     from electra.config import field_docs
 
-    docs = field_docs(cls)
     defaults = defaults or cls()
+    docs = field_docs(type(defaults))  # a subclass's comments: what its defaults mean
     for f in fields(cls):
         if f.name in skip:
             continue
@@ -344,14 +344,21 @@ def add_config_flags(
         default = getattr(defaults, f.name)
         shown = " ".join(default) if isinstance(default, tuple) else default
         help_text = f"{docs[f.name]} (default {shown!r})".lstrip().replace("%", "%%")
-        metavar = {bool: "BOOL", int: "N", float: "X", tuple: "VALUE"}.get(type(default), "TEXT")
-        kind: dict[str, Any] = {"metavar": metavar}
-        if isinstance(default, bool):  # --pack / --no-pack; --train.compile [BOOL]
-            kind = {"nargs": "?", "const": "true", "metavar": metavar} if prefix else {}
-            kind |= {} if prefix else {"action": argparse.BooleanOptionalAction}
-        elif isinstance(default, tuple):
-            kind["nargs"] = "+"
-        group.add_argument(*names, dest=_CONFIG_FLAG + key, default=None, help=help_text, **kind)
+        group.add_argument(
+            *names, dest=_CONFIG_FLAG + key, default=None, help=help_text, **_flag_kind(f, prefix)
+        )
+
+
+def _flag_kind(f, prefix: str) -> dict[str, Any]:
+    """How a field's flag takes its value, by the field's declared type."""
+    typ = str(f.type)
+    if typ == "bool" and not prefix:  # --pack / --no-pack
+        return {"action": argparse.BooleanOptionalAction}
+    if typ == "bool":  # --train.compile alone, or --train.compile false
+        return {"nargs": "?", "const": "true", "metavar": "BOOL"}
+    if typ.startswith("tuple"):
+        return {"nargs": "+", "metavar": "VALUE"}
+    return {"metavar": "N" if typ.startswith("int") else "X" if "float" in typ else "TEXT"}
 
 
 def config_flags_given(args: argparse.Namespace) -> dict[str, Any]:

@@ -179,8 +179,8 @@ class OptimConfig:
 
     section: ClassVar[str] = ""  # how the user names these fields: "train." in a run config
 
-    lr: float = 5e-4
-    weight_decay: float = 0.01
+    lr: float = 5e-4  # the peak learning rate, after warm-up
+    weight_decay: float = 0.01  # decoupled (AdamW), not on biases and LayerNorms
     warmup_proportion: float = 0.0  # of all steps, over which the learning rate rises to lr
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
@@ -564,7 +564,7 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     shared optimizer and runtime settings. A 0 means "the default for this task or model size",
     resolved by `resolve_recipe` and saved resolved."""
 
-    lr: float = 0.0  # small 3e-4, base 1e-4, large 5e-5
+    lr: float = 0.0  # 0: by model size, small 3e-4, base 1e-4, large 5e-5
     weight_decay: float = 0.0  # paper 0; the official code 0.01
     warmup_proportion: float = 0.1
     layerwise_lr_decay: float = 0.0  # 0.8; large 0.9
