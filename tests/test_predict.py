@@ -164,6 +164,10 @@ def test_unreadable_inputs_are_one_line_errors(sst2, capsys, monkeypatch, tmp_pa
     stdin_lines(monkeypatch, "a\tb\n")
     code, _, err = predict_cli(capsys, model, "-")
     assert_one_line_error(code, err, "line 1", "TAB")
+    # Wrong as a test file and as a labelled one: both readings are named.
+    (tmp_path / "y.tsv").write_text("review\tstars\na film\t4\n")
+    code, _, err = predict_cli(capsys, model, tmp_path / "y.tsv")
+    assert_one_line_error(code, err, "sst2 test file", "sst2 dev file", "'sentence'")
 
 
 @pytest.mark.parametrize(

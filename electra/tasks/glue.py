@@ -353,8 +353,11 @@ class GlueTask(Task):
         require_suffix(path, (".tsv", ".txt"), self.name)
         try:
             examples = self.read(path, "test")
-        except ElectraError:
-            examples = self.read(path, "dev")  # the labelled layout (CoLA's has no header)
+        except ElectraError as as_test:
+            try:  # the labelled layout (CoLA's has no header)
+                examples = self.read(path, "dev")
+            except ElectraError as as_dev:  # wrong both ways: say both, not only the last tried
+                raise ElectraError(f"{as_test}; read as labelled: {as_dev}") from None
         return [Example(e.id, e.text_a, e.text_b, None) for e in examples]
 
     def from_lines(self, lines: list[str], source: str) -> list[Example]:
