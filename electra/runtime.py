@@ -2,8 +2,8 @@
 the device, the precision, the CPU-only process settings, and the order in which a model becomes
 the step the loop calls, as torchtitan's `parallelize` does:
 
-1. data parallel (`parallelize`: DDP or FSDP, `electra.distributed.wrap`), before the optimizer is
-   built, since FSDP replaces the parameters it shards;
+1. data parallel (DDP or FSDP, `electra.distributed.wrap`), before the optimizer is built, since
+   FSDP replaces the parameters it shards;
 2. `torch.compile` (`runtime.compile`, `compile_mode`), over the data-parallel model;
 3. the CUDA graph (`runtime.cuda_graph`, `electra.graphs`), over the whole step: forward,
    backward, clipping and the optimizer.
@@ -26,7 +26,6 @@ import torch
 from torch import nn
 
 from electra.config import RuntimeConfig
-from electra.distributed import World, wrap
 from electra.errors import ElectraError
 from electra.graphs import GraphedTrainStep, ShapeGraphs
 from electra.host_memory import keep_freed_memory
@@ -39,7 +38,6 @@ __all__ = [
     "autocast",
     "configure_process",
     "inference_function",
-    "parallelize",
     "prepare_model",
     "resolve_device",
     "to_device",
@@ -98,20 +96,12 @@ class Runtime:
         """This runtime's autocast (`electra.step.autocast`)."""
         return autocast(self.device, self.precision, cache_casts)
 
-    def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return to_device(batch, self.device)
-
 
 def prepare_model(model: nn.Module, device: torch.device, kernels: str = "auto") -> nn.Module:
     """A built model made ready to run, before step 1 of the order: moved to `device`, with the
     kernels the `kernels` setting names (`electra.kernels.use_kernels`: on CPU, auto swaps in the
     CPU kernels). Pretraining, fine-tuning and prediction all call it."""
     return use_kernels(model.to(device), kernels, device)
-
-
-def parallelize(model: nn.Module, world: World, mode: str, layers: list[nn.Module]) -> nn.Module:
-    """Step 1 of the order: `model` data parallel over `world` (`electra.distributed.wrap`)."""
-    return wrap(model, world, mode, layers)
 
 
 def train_step_function(

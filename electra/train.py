@@ -43,6 +43,7 @@ from electra.distributed import (
     init_process_group,
     restarted_by_torchrun,
     world_from_env,
+    wrap,
 )
 from electra.errors import ElectraError
 from electra.flops import official_train_flops
@@ -60,7 +61,6 @@ from electra.runlock import LOCK_FILE, RunLock
 from electra.runtime import (
     Runtime,
     configure_process,
-    parallelize,
     prepare_model,
     resolve_device,
     to_device,
@@ -300,7 +300,7 @@ def build(
     if init_from_pair:
         load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
     layers = [m for m in objective.modules() if isinstance(m, ElectraLayer)]
-    model = parallelize(objective, world, cfg.train.parallel, layers)
+    model = wrap(objective, world, cfg.train.parallel, layers)  # step 1 of electra.runtime's order
     groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
     optimizer = build_optimizer(groups, cfg.train, device)
     stream = BatchStream(data, micro_batch, cfg.train.seed, world.rank, world.world_size)

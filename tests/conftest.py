@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,10 @@ import torch
 from electra.config import ModelConfig, ObjectiveConfig, apply_overrides, preset
 from electra.data import prepare
 from electra.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
+
+# Tests read local folders only; should one name a hub model by mistake, it fails here at once
+# rather than reaching for the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
