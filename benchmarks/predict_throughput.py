@@ -88,7 +88,7 @@ def center_labels(task, model, tokenizer, examples, max_len: int) -> None:
 
 
 def time_ours(model_dir: Path, texts: list[str], batch_size: int) -> tuple[float, list[str]]:
-    predictor = Predictor.load(model_dir, "cpu")
+    predictor = Predictor.load(model_dir, {"device": "cpu"})
     examples = predictor.task.from_lines(texts, "benchmark")
     predictor(examples[:64], batch_size=batch_size)  # warm: the first call's allocations
     start = time.perf_counter()

@@ -322,6 +322,7 @@ def add_config_flags(
     *,
     skip: Collection[str] = (),
     defaults: Any = None,
+    show_defaults: bool = True,
 ) -> None:
     """A flag for each field of the config dataclass `cls`, its help the field's comment
     (`electra.config.field_docs`) and its default: `--PREFIXfield` (`--train.lr`) or, without a
@@ -330,7 +331,7 @@ def add_config_flags(
     several values. Values stay strings here and are typed by the config's own parser
     (`electra.config.with_values`), so that a bad value gets the error every other source of
     settings gets. `skip` leaves fields out; `defaults` is the config whose values the help shows
-    (a preset's, or a subclass's; default `cls()`)."""
+    (a preset's, or a subclass's; default `cls()`), unless `show_defaults` is false."""
     from electra.config import field_docs
 
     defaults = defaults or cls()
@@ -343,7 +344,8 @@ def add_config_flags(
         names += [aliases[key]] if aliases and key in aliases else []
         default = getattr(defaults, f.name)
         shown = " ".join(default) if isinstance(default, tuple) else default
-        help_text = f"{docs[f.name]} (default {shown!r})".lstrip().replace("%", "%%")
+        help_text = f"{docs[f.name]} (default {shown!r})" if show_defaults else docs[f.name]
+        help_text = help_text.lstrip().replace("%", "%%")
         group.add_argument(
             *names, dest=_CONFIG_FLAG + key, default=None, help=help_text, **_flag_kind(f, prefix)
         )
@@ -409,7 +411,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from electra.finetune import evaluate, summary_lines
 
     data = _data_source(args, (args.split,))
-    results = evaluate(args.model, data, args.split, args.out, args.task, args.device)
+    results = evaluate(
+        args.model, data, args.split, args.out, args.task, runtime=config_flags_given(args)
+    )
     for line in summary_lines(results, args.split):
         print(line)
     for name in results["submission_files"]:
@@ -426,7 +430,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         out=args.out,
         all_scores=args.all_scores,
         batch_size=args.batch_size,
-        device=args.device,
+        runtime=config_flags_given(args),
     )
     if args.out:
         print(f"{n} predictions -> {args.out}", file=sys.stderr)
@@ -658,7 +662,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     _add_split_files(ev, "train", "dev", "test")
     ev.add_argument("--split", default="dev", choices=["train", "dev", "test"])
     ev.add_argument("--out", help="default: MODEL/eval-SPLIT")
-    ev.add_argument("--device", default="auto")
+    _add_inference_runtime(ev, skip=("progress",))
     ev.set_defaults(func=cmd_evaluate)
 
 
@@ -687,8 +691,20 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     pr.add_argument(
         "--batch-size", type=int, default=0, help="rows per batch (default: the task's, 64 or 8)"
     )
-    pr.add_argument("--device", default="auto")
+    _add_inference_runtime(pr)
     pr.set_defaults(func=cmd_predict)
+
+
+def _add_inference_runtime(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """The runtime flags of a command that runs a fine-tuned model (`INFERENCE_RUNTIME`)."""
+    from electra.config import INFERENCE_RUNTIME, RuntimeConfig
+
+    group = parser.add_argument_group(
+        "runtime",
+        "unset: as the model was fine-tuned, on the device auto picks, with a progress bar",
+    )
+    unused = [f.name for f in fields(RuntimeConfig) if f.name not in INFERENCE_RUNTIME]
+    add_config_flags(group, RuntimeConfig, skip=(*unused, *skip), show_defaults=False)
 
 
 def _add_score(sub: argparse._SubParsersAction) -> None:

@@ -192,6 +192,11 @@ class OptimConfig:
     clip_norm: float = 1.0  # the gradient's global norm is clipped to this
 
 
+# The runtime settings that running a fine-tuned model reads (`electra evaluate`, `predict`):
+# compiling pays only over a long training run.
+INFERENCE_RUNTIME = ("device", "precision", "cuda_graph", "kernels", "progress")
+
+
 @dataclass
 class RuntimeConfig:
     """Where and how a loop runs its model (`electra.runtime`): device, precision, compilation,

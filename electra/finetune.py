@@ -34,6 +34,7 @@ from electra.atomic import (
     write_json_atomic,
 )
 from electra.config import (
+    INFERENCE_RUNTIME,
     FinetuneConfig,
     ModelConfig,
     resolve_recipe,
@@ -277,6 +278,25 @@ def load_finetuned(
     model = task.build_model(model_cfg)
     load_strict(model, read_state_dict(path), path)
     return task, model, load_tokenizer(path), cfg
+
+
+def load_for_inference(
+    path: str | Path, runtime: dict[str, Any] | None = None
+) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig, Runtime]:
+    """A fine-tuned model (`load_finetuned`) ready to predict, in eval mode: its runtime is the
+    one it was fine-tuned with, but on the device `auto` picks, with a progress bar and without
+    compiling, with the `INFERENCE_RUNTIME` settings in `runtime` (the command line's) on top.
+    CUDA graphs are captured only where there is a GPU."""
+    task, model, tokenizer, cfg = load_finetuned(path)
+    if unknown := set(runtime or {}) - set(INFERENCE_RUNTIME):
+        raise ElectraError(f"{', '.join(sorted(unknown))}: not a setting of inference")
+    fresh = {"device": "auto", "compile": False, "progress": True}  # not the training machine's
+    cfg = with_values(cfg, {**fresh, **(runtime or {})}, "command line")
+    device = resolve_device(cfg.device)
+    configure_process(device)
+    cfg = replace(cfg, cuda_graph=cfg.cuda_graph and device.type == "cuda")
+    model = prepare_model(model, device, cfg.kernels).eval()
+    return task, model, tokenizer, cfg, Runtime.of(cfg, device)
 
 
 def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
@@ -733,22 +753,20 @@ def evaluate(
     split: str = "dev",
     out_dir: str | Path | None = None,
     task_name: str | None = None,
-    device: str = "auto",
+    runtime: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
     predictions and, for an unlabelled test split (GLUE's, SQuAD's), the benchmark's submission
     files. A labelled test split (CoNLL-2003's) is scored as dev is."""
     source = finetuned_dir(model_path)
-    task, model, tokenizer, cfg = load_finetuned(source)
+    task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
     if task_name and get_task(task_name).name != task.name:
         raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
-    torch_device = resolve_device(device)
     sets = read_split(task, data_dir, split)
     encoded = {
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
     }
-    model = prepare_model(model, torch_device, cfg.kernels)
-    scores, predictions = evaluate_sets(task, model, sets, encoded, Runtime.of(cfg, torch_device))
+    scores, predictions = evaluate_sets(task, model, sets, encoded, run_time)
     # None for a model fine-tuned before baselines were kept: its training set is not read here.
     fitted = json.loads((source / FINETUNE_FILE).read_text()).get("baseline")
     baseline = baseline_scores(task, fitted, sets)

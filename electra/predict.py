@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,8 +24,8 @@ from tqdm import tqdm
 from electra.atomic import atomic_path
 from electra.config import FinetuneConfig
 from electra.errors import ElectraError
-from electra.finetune import load_finetuned, predict_outputs
-from electra.runtime import Runtime, configure_process, prepare_model, resolve_device
+from electra.finetune import load_for_inference, predict_outputs
+from electra.runtime import Runtime
 from electra.tasks.base import Task, utf8_text
 
 STDIN = "-"
@@ -42,20 +42,11 @@ class Predictor:
     runtime: Runtime
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto") -> Predictor:
+    def load(cls, path: str | Path, runtime: dict[str, Any] | None = None) -> Predictor:
         """The fine-tuned model at `path` (a finetune --out folder: its best seed, or a seed
-        folder) on `device`, in the precision it was fine-tuned with (fp32 on a CPU)."""
-        task, model, tokenizer, cfg = load_finetuned(path)
-        torch_device = resolve_device(device)
-        configure_process(torch_device)
-        # CUDA graphs only where there is a GPU to capture on; compiling is for long runs.
-        runtime = replace(
-            Runtime.of(cfg, torch_device),
-            compile=False,
-            cuda_graph=cfg.cuda_graph and torch_device.type == "cuda",
-        )
-        model = prepare_model(model, torch_device, cfg.kernels).eval()
-        return cls(task, model, tokenizer, cfg, runtime)
+        folder), run as it was fine-tuned unless `runtime` says otherwise
+        (`electra.finetune.load_for_inference`)."""
+        return cls(*load_for_inference(path, runtime))
 
     def __call__(
         self,
@@ -107,7 +98,7 @@ def predict_inputs(
     out: str | Path | None = None,
     all_scores: bool = False,
     batch_size: int = 0,
-    device: str = "auto",
+    runtime: dict[str, Any] | None = None,
     stdin: TextIO | None = None,
 ) -> int:
     """`electra predict`: writes the records of every input to `out` (atomically) or to standard
@@ -115,11 +106,13 @@ def predict_inputs(
     input (`source`). A truncation is said once on stderr."""
     if not inputs:
         raise ElectraError("no input: pass files in the task's format, or - for standard input")
-    predictor = Predictor.load(model_path, device)
+    predictor = Predictor.load(model_path, runtime)
     sets = read_examples(predictor.task, inputs, stdin)
     records, cut, total = [], 0, 0
     for name, examples in zip(inputs, sets, strict=True):
-        rows, n_cut = predictor(examples, all_scores, batch_size, progress=name != STDIN)
+        rows, n_cut = predictor(
+            examples, all_scores, batch_size, progress=predictor.cfg.progress and name != STDIN
+        )
         records += [{**r, "source": name} for r in rows] if len(inputs) > 1 else rows
         cut, total = cut + n_cut, total + len(examples)
     if cut:

@@ -189,3 +189,42 @@ def test_labelled_and_test_files_read_without_labels(task, folder, counts):
         examples = reader.read_inputs(shared_data("glue", folder, name))
         assert len(examples) == n and all(e.label is None for e in examples)
         assert (examples[0].text_b is not None) == (task == "stsb")
+
+
+def test_runtime_flags_override_the_fine_tuned_runtime(sst2, capsys, tmp_path):
+    """predict and evaluate take the runtime flags generated from `RuntimeConfig` (those that
+    inference reads): stock kernels give the same labels, --no-progress hides the bar, a bad
+    value is one line, and a setting inference does not read is refused."""
+    from electra.finetune import load_for_inference
+    from electra.model import ElectraSelfAttention
+
+    model, data = sst2
+    _, net, _, cfg, runtime = load_for_inference(model, {"kernels": "stock", "precision": "fp32"})
+    assert cfg.kernels == "stock" and runtime.precision == "fp32" and not runtime.compile
+    assert any(type(m) is ElectraSelfAttention for m in net.modules())  # not swapped
+    code, stdout, err = predict_cli(capsys, model, data / "dev.tsv", "--kernels", "stock")
+    assert code == 0, err
+    stock = [json.loads(line)["label"] for line in stdout.splitlines()]
+    code, stdout, err = predict_cli(capsys, model, data / "dev.tsv", "--no-progress")
+    assert code == 0 and "/120 [" not in err, err
+    assert [json.loads(line)["label"] for line in stdout.splitlines()] == stock
+    code, _, err = run_cli(
+        capsys,
+        "evaluate",
+        "--model",
+        model,
+        "--data",
+        data,
+        "--device",
+        "cpu",
+        "--kernels",
+        "stock",
+        "--out",
+        tmp_path / "ev",
+    )
+    assert code == 0, err
+    assert [r["prediction"] for r in read_jsonl(tmp_path / "ev" / "predictions.jsonl")] == stock
+    code, _, err = predict_cli(capsys, model, data / "dev.tsv", "--precision", "fp16")
+    assert_one_line_error(code, err, "precision")
+    with pytest.raises(Exception, match="compile: not a setting of inference"):
+        load_for_inference(model, {"compile": True})
