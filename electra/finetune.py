@@ -316,9 +316,20 @@ def read_split(task: Task, data_dir: DataSource, split: str) -> dict[str, list]:
 
 
 def read_file(task: Task, path: Path, split: str) -> list:
-    """One file's examples, read by the task; a file that is not UTF-8 is one error naming it."""
+    """One file's examples, read by the task; a file that is not UTF-8 is one error naming it,
+    and so is an id given twice in a dev or test file, whose predictions are matched by id."""
     with utf8_text(path):
-        return task.read(path, split)
+        examples = task.read(path, split)
+    if split != "train":
+        seen: set[str] = set()
+        for e in examples:
+            if e.id in seen:
+                raise ElectraError(
+                    f"{path}: the id {e.id!r} is given to two examples: make the ids unique "
+                    "(or leave them out, and the examples are numbered)"
+                )
+            seen.add(e.id)
+    return examples
 
 
 def evaluate_sets(

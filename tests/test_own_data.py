@@ -329,6 +329,13 @@ def two_formats(root):
     return "classification", ["--data", root]
 
 
+def duplicate_dev_id(root):
+    data = sst_csv(root)
+    rows = [["r1", "a film", "negative"], ["r2", "fine", "positive"], ["r1", "dull", "negative"]]
+    write_csv(data / "dev.csv", ["id", "text", "label"], rows)
+    return "classification", ["--data", data]
+
+
 def folder_and_files(root):
     return "classification", ["--data", sst_csv(root), "--dev", root / "dev.csv"]
 
@@ -350,6 +357,7 @@ BAD = {
     non_numeric_target: ["train.parquet, row 2, column 'label'", "'high' is not a number"],
     unknown_extension: ["train.txt", "unknown data format ('.txt')", ".csv, .tsv, .jsonl"],
     two_formats: ["train.csv, train.jsonl", "keep one"],
+    duplicate_dev_id: ["dev.csv", "the id 'r1' is given to two examples", "make the ids unique"],
     folder_and_files: ["--data and --dev exclude each other"],
     no_dev: ["--dev FILE"],
 }

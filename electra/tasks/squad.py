@@ -250,7 +250,10 @@ class SquadTask(Task):
         return {k: _to_n_best(v, self.n_best) for k, v in out.items()}
 
     def decode(self, examples, encoded, outputs) -> list[dict]:
-        spans = self._best_spans(encoded, outputs)
+        return self._decode(examples, encoded, outputs, self._best_spans(encoded, outputs))
+
+    def _decode(self, examples, encoded, outputs, spans) -> list[dict]:
+        """`decode`, given each question's best span (`_best_spans`)."""
         null = self._null_scores(encoded, outputs, spans)
         golds = gold_answers(examples)
         out = []
@@ -376,7 +379,7 @@ class SquadTask(Task):
         spans = self._best_spans(encoded, outputs)
         rows = []
         for i, (q, pred) in enumerate(
-            zip(examples, self.decode(examples, encoded, outputs), strict=True)
+            zip(examples, self._decode(examples, encoded, outputs, spans), strict=True)
         ):
             no_answer = self.version != "1.1" and pred["null_score"] > self.null_threshold
             _, log_prob, start, _ = spans.get(i, (0.0, -math.inf, None, None))
