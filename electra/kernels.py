@@ -68,7 +68,7 @@ def use_kernels(model: nn.Module, choice: str, device: torch.device) -> nn.Modul
     return model
 
 
-def _cpuinfo(field: str) -> str:
+def cpu_info(field: str) -> str:
     """The first CPU's `field` in /proc/cpuinfo ("" where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
@@ -92,7 +92,7 @@ def onednn_linear_enabled() -> bool:
     if choice == "onednn":
         return True
     x86 = platform.machine().lower() in ("x86_64", "amd64")
-    return x86 and torch.backends.mkl.is_available() and mkl_slow_path(_cpuinfo)
+    return x86 and torch.backends.mkl.is_available() and mkl_slow_path(cpu_info)
 
 
 def mkl_slow_path(cpuinfo) -> bool:
