@@ -789,15 +789,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exit(code: int) -> None:
-    """Exits with `code`. A torchrun worker (WORLD_SIZE > 1, started as `-m electra.cli`) skips the
-    interpreter's shutdown: gloo's worker threads drop each collective's tensors a moment after
+    """Exits with `code`. A torchrun worker (WORLD_SIZE > 1, started as `-m electra.cli`) whose
+    command succeeded skips the interpreter's shutdown: gloo's worker threads drop each collective's tensors a moment after
     the caller's wait returns, and one that does so while the interpreter shuts down takes the GIL
     and aborts the process ("terminate called without an active exception", SIGABRT, about 1 run
     in 100 on a busy CPU: a core dump shows ~AsyncAllgatherCoalescedWork in
     ProcessGroupGloo::runLoop during Py_FinalizeEx). By then the process group is destroyed and
-    every file the run wrote is closed and renamed into place."""
+    every file the run wrote is closed and renamed into place. A failed command exits as usual, so
+    that whatever it left open is still flushed."""
     world_size = os.environ.get("WORLD_SIZE", "1")
-    if world_size.isdigit() and int(world_size) > 1:
+    if code == 0 and world_size.isdigit() and int(world_size) > 1:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
