@@ -6,7 +6,7 @@ Trains a discriminator by itself on prepared data where the selected 15% of posi
 by draws from the data's unigram distribution, so a token's identity says nothing about whether it
 was replaced and only its context can. This is what ELECTRA's discriminator faces once the
 generator has learnt word frequencies but not yet context; it prints the loss and the ROC AUC over
-each window of 50 steps.
+each window of `--log-every` steps (50).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--log-every", type=int, default=50, help="steps per printed window")
     args = p.parse_args()
 
     cfg = preset(args.preset)
@@ -68,7 +69,7 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         h = auc_histograms(logits.detach(), labels, real.bool())
         hist = h if hist is None else (hist[0] + h[0], hist[1] + h[1])
-        if (step + 1) % 50 == 0:
+        if (step + 1) % args.log_every == 0:
             print(f"step {step + 1}: loss {loss.item():.4f}, AUC {auc_from_histograms(*hist):.3f}")
             hist = None
 

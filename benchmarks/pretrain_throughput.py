@@ -339,6 +339,9 @@ def main() -> None:
         action="store_true",
         help="do not measure peak memory (each measurement builds, and compiles, the model again)",
     )
+    p.add_argument(
+        "--peak-size", type=int, default=4096, help="the side of the matmul peak's matrices"
+    )
     p.add_argument("--memory-of", help=argparse.SUPPRESS)
     p.add_argument("--json", help="also write the results here")
     p.add_argument(
@@ -373,7 +376,7 @@ def main() -> None:
     for _ in range(args.rounds):  # alternate, so drifts in clock or load hit all alike
         for name, step in steps.items():
             times[name].append(time_steps(step, data, args.steps, device))
-        peaks.append(matmul_peak(device, args.precision))
+        peaks.append(matmul_peak(device, args.precision, n=args.peak_size))
 
     tokens = cfg.train.batch_size * cfg.data.seq_len
     flops = model_flops_per_step(cfg)

@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from electra.config import write_json_atomic, write_text_atomic
+from electra.atomic import write_json_atomic, write_text_atomic
 from electra.finetune import finetune, finetune_config
 
 TASKS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}

@@ -379,7 +379,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     results = finetune(
         args.model,
         args.task,
-        _data_source(args, ("train", "dev")),
+        _data_source(args, ("train",)),
         args.out,
         _finetune_settings(args),
         overwrite=args.overwrite,
@@ -408,14 +408,23 @@ def _data_source(args: argparse.Namespace, needed: tuple[str, ...]):
     return files
 
 
+def _evaluated_split(args: argparse.Namespace) -> str:
+    """--split, else the split of the one file given (`--test FILE` evaluates test), else dev."""
+    if args.split:
+        return args.split
+    given = [s for s in ("train", "dev", "test") if getattr(args, s)]
+    return given[0] if len(given) == 1 and not args.data else "dev"
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from electra.finetune import evaluate, summary_lines
 
-    data = _data_source(args, (args.split,))
+    split = _evaluated_split(args)
+    data = _data_source(args, (split,))
     results = evaluate(
-        args.model, data, args.split, args.out, args.task, runtime=config_flags_given(args)
+        args.model, data, split, args.out, args.task, runtime=config_flags_given(args)
     )
-    for line in summary_lines(results, args.split):
+    for line in summary_lines(results, split):
         print(line)
     for name in results["submission_files"]:
         print(f"submission file: {Path(results['out']) / name}")
@@ -432,6 +441,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         all_scores=args.all_scores,
         batch_size=args.batch_size,
         runtime=config_flags_given(args),
+        reading={"text_columns": args.text_columns, "delimiter": args.delimiter},
     )
     if args.out:
         print(f"{n} predictions -> {args.out}", file=sys.stderr)
@@ -656,12 +666,19 @@ def _add_split_files(parser: argparse.ArgumentParser, *splits: str) -> None:
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("evaluate", help="predict and score a split with a fine-tuned model")
     ev.add_argument(
-        "--model", required=True, help="a finetune --out folder (its best seed) or a seed folder"
+        "--model",
+        required=True,
+        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
+        "classifier, tagger or QA folder",
     )
     ev.add_argument("--task", help="checked against the model's task")
     ev.add_argument("--data", help="the task's folder, or the split's file")
     _add_split_files(ev, "train", "dev", "test")
-    ev.add_argument("--split", default="dev", choices=["train", "dev", "test"])
+    ev.add_argument(
+        "--split",
+        choices=["train", "dev", "test"],
+        help="the split to evaluate (default: the one split file given, else dev)",
+    )
     ev.add_argument("--out", help="default: MODEL/eval-SPLIT")
     _add_inference_runtime(ev, skip=("progress",))
     ev.set_defaults(func=cmd_evaluate)
@@ -676,7 +693,10 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         "entities}, qa {id, answer, start, score, no_answer, null_score}.",
     )
     pr.add_argument(
-        "--model", required=True, help="a finetune --out folder (its best seed) or a seed folder"
+        "--model",
+        required=True,
+        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
+        "classifier, tagger or QA folder",
     )
     pr.add_argument(
         "inputs",
@@ -691,6 +711,18 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     )
     pr.add_argument(
         "--batch-size", type=int, default=0, help="rows per batch (default: the task's, 64 or 8)"
+    )
+    pr.add_argument(
+        "--text-columns",
+        nargs="+",
+        metavar="NAME",
+        help="your own files: the text column (or pair) to read, where it is named otherwise "
+        "than in the training file",
+    )
+    pr.add_argument(
+        "--delimiter",
+        choices=[",", ";", "|", "tab"],
+        help="your own CSV files: the field separator (default: the one the header holds most)",
     )
     _add_inference_runtime(pr)
     pr.set_defaults(func=cmd_predict)
@@ -785,7 +817,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("electra: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     return 0
+
+
+def _reader_gone() -> int:
+    """The reader of our standard output left (`electra predict ... | head`): stop quietly, as
+    Unix tools do, with SIGPIPE's status; stdout goes to /dev/null so that the interpreter's last
+    flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13
 
 
 def _exit(code: int) -> None:

@@ -511,9 +511,10 @@ def coerce(value: Any, typ: Any, key: str, source: str) -> Any:
             return float(value)
         if typ is str:
             return str(value)
-        if typing.get_origin(typ) is tuple:  # tuple[str, ...]: a list, or "a,b" from a string
-            items = value.split(",") if isinstance(value, str) else list(value)
-            return tuple(str(v).strip() for v in items if str(v).strip())
+        if typing.get_origin(typ) is tuple:  # tuple[str, ...]: a list, "a,b", or ["a,b"] (flags)
+            items = [value] if isinstance(value, str) else list(value)
+            parts = [p.strip() for v in items for p in str(v).split(",")]
+            return tuple(p for p in parts if p)
     except (TypeError, ValueError):
         pass
     else:
@@ -586,6 +587,10 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     seed: int = 0  # runs use seeds seed, seed+1, ...
     seeds: int = 1  # fine-tuning runs, each scored; the summary gives their median
     max_train_examples: int = 0  # 0: all; else a seeded random subset
+    # Where the data has no dev file (one file, or a folder or --train without dev): this fraction
+    # of the training file's examples, drawn with `seed`, is held out of training and scored as
+    # dev (e.g. 0.1); unset, such data is refused rather than scored on its own training rows.
+    dev_split: float | None = None
     # The same architecture from random weights (the no-pretraining baseline).
     random_init: bool = False
     # Training batches of GLUE tasks packed several examples to a row (electra.packing): the same
@@ -604,6 +609,8 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     text_columns: tuple[str, ...] = ()  # one text column or a pair; default text, or text_a text_b
     label_column: str = ""  # default label
     labels: tuple[str, ...] = ()  # the label set, in order; default: read from the training file
+    # A CSV's field separator: , ; | or tab; default: the one the file's header holds most often
+    delimiter: str | None = None
     threshold: float = 0.5  # multilabel: a label is predicted when its probability is above this
     tag_column: int = -1  # tagging, CoNLL-style files: the tag's column (0-based; -1 the last)
     # qa: official (the paper's XLNet-style head) or linear (one start/end layer, as Hugging
@@ -620,13 +627,49 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
             raise ElectraError(
                 f"threshold={self.threshold}: a probability, between 0 and 1 (default 0.5)"
             )
-        for name in ("batch_size", "seeds"):
-            if getattr(self, name) < 1:
-                raise ElectraError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        self._check_ranges()
+        if self.delimiter is not None and self.delimiter not in (",", ";", "|", "\t", "tab"):
+            raise ElectraError(
+                f"delimiter={self.delimiter!r}: use , ; | or tab (for a CSV's field separator)"
+            )
+        if self.dev_split is not None and not 0 < self.dev_split < 1:
+            raise ElectraError(
+                f"dev_split={self.dev_split}: a fraction of the training examples, between 0 and "
+                "1 (e.g. 0.1)"
+            )
+
+    def _check_ranges(self) -> None:
+        """A count or rate out of its range is one error, not a run that trains nothing."""
+        for name, low in _FINETUNE_MINIMA.items():
+            value = getattr(self, name)
+            if value is not None and value < low:
+                default = " (0: the default)" if name in _ZERO_IS_DEFAULT else ""
+                raise ElectraError(f"{name} must be at least {low}{default} (got {value:g})")
+        for name in ("warmup_proportion", "dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ElectraError(f"{name}={getattr(self, name):g}: a fraction in [0, 1)")
         if not 0 <= self.layerwise_lr_decay <= 1:
             raise ElectraError(
                 f"layerwise_lr_decay={self.layerwise_lr_decay} must be in (0, 1], or 0 for the default"
             )
+
+
+_FINETUNE_MINIMA = {
+    "batch_size": 1,
+    "seeds": 1,
+    "seed": 0,
+    "epochs": 0,
+    "lr": 0,
+    "weight_decay": 0,
+    "clip_norm": 0,
+    "max_seq_len": 0,
+    "max_train_examples": 0,
+    "doc_stride": 1,
+    "max_query_length": 1,
+    "n_best": 1,
+    "max_answer_length": 1,
+}
+_ZERO_IS_DEFAULT = ("epochs", "lr", "max_seq_len", "max_train_examples")
 
 
 def model_size(model: ModelConfig) -> str:

@@ -40,9 +40,19 @@ from electra.config import (
     resolve_recipe,
     with_values,
 )
+from electra.dev_split import (
+    SPLIT_FILE,
+    HeldOut,
+    draw,
+    file_sha256,
+    no_dev_error,
+    one_file_as_train,
+    trained_on,
+)
 from electra.errors import ElectraError
 from electra.graphs import check_graphable
 from electra.heads import HEADS
+from electra.hf_import import is_hf_task_dir, load_hf_encoder, load_hf_finetuned
 from electra.objectives import StepOutput
 from electra.optim import build_optimizer, learning_rate, set_learning_rate
 from electra.packing import pack_batch
@@ -238,14 +248,18 @@ def predict_outputs(
 
 def load_encoder(path: str | Path) -> tuple[ModelConfig, dict, tokenizers.Tokenizer, Path]:
     """A pretrained model folder (ours or Hugging Face's, or a run): its encoder's config,
-    weights (the `electra.*` tensors) and tokenizer."""
+    weights (the `electra.*` tensors) and tokenizer. A Hugging Face folder with a task head, or
+    none (`ElectraModel`), gives its encoder (`electra.hf_import.load_hf_encoder`)."""
+    if (found := load_hf_encoder(path)) is not None:
+        return found
     model, tokenizer = load_pretrained(path)
     encoder_state = {f"electra.{k}": v for k, v in model.electra.state_dict().items()}
     return model.config, encoder_state, tokenizer, resolve_model_dir(path)
 
 
 def finetuned_dir(path: str | Path) -> Path:
-    """A fine-tuned model folder, or a fine-tuning output folder (its best seed)."""
+    """A fine-tuned model folder, or a fine-tuning output folder (its best seed), or a Hugging
+    Face classifier, tagger or QA folder (`electra.hf_import.is_hf_task_dir`)."""
     path = Path(path)
     if (path / FINETUNE_FILE).is_file():
         return path
@@ -256,6 +270,8 @@ def finetuned_dir(path: str | Path) -> Path:
             return path / best
     if not path.exists():
         raise ElectraError(f"fine-tuned model not found: {path}")
+    if is_hf_task_dir(path):
+        return path
     raise ElectraError(
         f"{path} is not a fine-tuned model (no {FINETUNE_FILE}): pass the --out folder of "
         "`electra finetune` or one of its seed folders"
@@ -266,6 +282,8 @@ def load_finetuned(
     path: str | Path,
 ) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
     path = finetuned_dir(path)
+    if not (path / FINETUNE_FILE).is_file():
+        return load_hf_finetuned(path)
     try:
         info = json.loads((path / FINETUNE_FILE).read_text())
     except (OSError, ValueError) as e:
@@ -321,15 +339,19 @@ def read_file(task: Task, path: Path, split: str) -> list:
     with utf8_text(path):
         examples = task.read(path, split)
     if split != "train":
-        seen: set[str] = set()
-        for e in examples:
-            if e.id in seen:
-                raise ElectraError(
-                    f"{path}: the id {e.id!r} is given to two examples: make the ids unique "
-                    "(or leave them out, and the examples are numbered)"
-                )
-            seen.add(e.id)
+        check_unique_ids(path, examples)
     return examples
+
+
+def check_unique_ids(path: Path, examples: list) -> None:
+    seen: set[str] = set()
+    for e in examples:
+        if e.id in seen:
+            raise ElectraError(
+                f"{path}: the id {e.id!r} is given to two examples: make the ids unique "
+                "(or leave them out, and the examples are numbered)"
+            )
+        seen.add(e.id)
 
 
 def evaluate_sets(
@@ -505,10 +527,13 @@ def save_finetuned(
     source: Path,
     baseline: dict | None = None,
     data: dict[str, str] | None = None,
+    trained: dict[str, str] | None = None,
+    held_out: HeldOut | None = None,
 ) -> None:
     """`baseline` is the fitted trivial predictor, kept so that `evaluate` can score it on any
     split without reading the training set again; `data` the files it was trained and scored on
-    (`data_files`), for the model card of an export."""
+    (`data_files`), for the model card of an export; `trained` the training file and its hash and
+    `held_out` the dev examples held out of it, so that `evaluate` scores no training row."""
     save_pretrained(model, out_dir, tokenizer)
     write_json_atomic(
         out_dir / FINETUNE_FILE,
@@ -519,6 +544,8 @@ def save_finetuned(
             "pretrained": str(source),
             "baseline": baseline,
             "data": data,
+            "trained_on": trained,
+            "dev_split": held_out.to_json() if held_out else None,
         },
     )
 
@@ -560,6 +587,10 @@ class _Job:
     test_data: dict[str, Encoded] = field(default_factory=dict)
     # The files read, by split (and set): kept with each model, for its exported model card.
     data: dict[str, str] = field(default_factory=dict)
+    # The training file ({"file", "sha256"}), which `evaluate` refuses to score, and the examples
+    # of it held out as dev (`--dev-split`), if any.
+    trained_on: dict[str, str] = field(default_factory=dict)
+    held_out: HeldOut | None = None
 
 
 def finetune(
@@ -583,6 +614,8 @@ def finetune(
     if not resume:
         shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True, exist_ok=True)
+    if job.held_out:
+        _keep_held_out(job.held_out, tmp / SPLIT_FILE)
     seeds = range(job.cfg.seed, job.cfg.seed + job.cfg.seeds)
     per_seed = [_finetune_seed(job, seed, tmp / f"seed_{seed}") for seed in seeds]
 
@@ -590,6 +623,16 @@ def finetune(
     write_json_atomic(tmp / "results.json", results)
     replace_dir(tmp, out_dir)
     return results
+
+
+def _keep_held_out(held_out: HeldOut, path: Path) -> None:
+    """Saves the dev split with the run; a resumed run must have drawn the same one."""
+    if path.is_file() and HeldOut.from_json(json.loads(path.read_text())) != held_out:
+        raise ElectraError(
+            f"{held_out.file} changed since the interrupted run drew its dev split: fine-tune "
+            "again without --resume"
+        )
+    write_json_atomic(path, held_out.to_json())
 
 
 def _finetune_job(
@@ -606,8 +649,9 @@ def _finetune_job(
     check_graphable(cfg, device)
     configure_process(device)
 
-    train = _train_examples(task, data_dir, cfg)
-    dev = read_split(task, data_dir, "dev")
+    data_dir = one_file_as_train(data_dir)
+    train_file, train, dev, held_out = _train_and_dev(task, data_dir, cfg)
+    train = _train_examples(task, train, cfg)
     test = _test_examples(task, data_dir)
     fitted = task.baseline(train)
     baseline = baseline_scores(task, fitted, dev)
@@ -639,13 +683,20 @@ def _finetune_job(
         test_data={
             k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in test.items()
         },
-        data=data_files(task, data_dir, ["train", "dev", *(["test"] if test else [])]),
+        data=data_files(
+            task, data_dir, ["train", *([] if held_out else ["dev"]), *(["test"] if test else [])]
+        ),
+        trained_on={"file": str(train_file), "sha256": file_sha256(train_file)},
+        held_out=held_out,
     )
 
 
 def data_files(task: Task, data: DataSource, splits: list[str]) -> dict[str, str]:
-    """{split (or split_set, MNLI's dev_matched): the file read} of the splits read."""
+    """{split (or split_set, MNLI's dev_matched): the file read} of the splits read; a dev split
+    held out of the training file is named as such."""
     files = {}
+    if "dev" not in splits:
+        files["dev"] = "held out of the training file by --dev-split"
     for split in splits:
         found = task.split_files(data, split)
         for name, path in found.items():
@@ -661,9 +712,52 @@ def _test_examples(task: Task, data: DataSource) -> dict[str, list]:
     return read_split(task, data, "test")
 
 
-def _train_examples(task: Task, data_dir: DataSource, cfg: FinetuneConfig) -> list:
-    """The training split, doubled for unordered pairs and subsampled as the recipe says."""
-    train = read_file(task, task.split_files(data_dir, "train")["train"], "train")
+def _train_and_dev(
+    task: Task, data: DataSource, cfg: FinetuneConfig
+) -> tuple[Path, list, dict[str, list], HeldOut | None]:
+    """The training file and its examples, and the dev sets: the data's own dev files, or with
+    `cfg.dev_split` a seeded part of the training examples held out (`electra.dev_split`). Data
+    without a dev split is refused unless `dev_split` says what to hold out."""
+    train_file = task.split_files(data, "train")["train"]
+    train = read_file(task, train_file, "train")
+    if task.has_split(data, "dev"):
+        if cfg.dev_split is not None:
+            dev_file = next(iter(task.split_files(data, "dev").values()))
+            raise ElectraError(
+                f"--dev-split holds out a dev split where the data has none, and {dev_file} is "
+                "one: drop --dev-split, or pass the training file alone (--train FILE)"
+            )
+        trained = {"sha256": file_sha256(train_file)}
+        for dev_file in task.split_files(data, "dev").values():
+            if trained_on(dev_file, trained):
+                raise ElectraError(
+                    f"{dev_file} holds what the training file {train_file} holds: a dev score "
+                    "on it would be on training examples; pass another --dev FILE, or "
+                    "--dev-split 0.1 with the training file alone"
+                )
+        return train_file, train, read_split(task, data, "dev"), None
+    if cfg.dev_split is None:
+        expected = [n for names in task.files.get("dev", {}).values() for n in names]
+        raise no_dev_error(data, train_file, task.name, expected)
+    if len(task.files.get("dev", {})) > 1:
+        raise ElectraError(
+            f"{task.name}'s dev split has {len(task.files['dev'])} sets "
+            f"({', '.join(task.files['dev'])}): pass its folder as --data, not --dev-split"
+        )
+    held_out = draw(train_file, len(train), cfg.dev_split, cfg.seed)
+    train, dev = held_out.split(train)
+    check_unique_ids(train_file, dev)
+    print(held_out.describe(), file=sys.stderr)
+    return train_file, train, {_dev_set(task): dev}, held_out
+
+
+def _dev_set(task: Task) -> str:
+    """The name of a task's one dev set (most tasks': "dev")."""
+    return next(iter(task.files.get("dev", {"dev": ()})))
+
+
+def _train_examples(task: Task, train: list, cfg: FinetuneConfig) -> list:
+    """The training examples, doubled for unordered pairs and subsampled as the recipe says."""
     if cfg.double_unordered:
         train = task.double_unordered(train)
     if 0 < cfg.max_train_examples < len(train):
@@ -708,7 +802,16 @@ def _train_seed(job: _Job, seed: int, seed_dir: Path) -> tuple[dict, list[dict]]
     if job.test:  # before the model leaves the device for saving
         test_scores, test_rows = evaluate_sets(task, model, job.test, job.test_data, runtime)
     save_finetuned(
-        model.cpu(), task, job.tokenizer, cfg, seed_dir, job.source, job.fitted, job.data
+        model.cpu(),
+        task,
+        job.tokenizer,
+        cfg,
+        seed_dir,
+        job.source,
+        job.fitted,
+        job.data,
+        job.trained_on,
+        job.held_out,
     )
     write_jsonl(seed_dir / "predictions.jsonl", predictions)
     result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
@@ -746,6 +849,7 @@ def _finetune_results(job: _Job, per_seed: list[dict]) -> dict[str, Any]:
             **{f"test_{k}": len(v) for k, v in job.test.items()},
         },
         **_test_summary(per_seed),
+        **({"dev_split": job.held_out.describe()} if job.held_out else {}),
         "config": asdict(cfg),
     }
 
@@ -758,6 +862,34 @@ def _test_summary(per_seed: list[dict]) -> dict[str, Any]:
     return {"test_metrics": medians, "test_spread": spread}
 
 
+def unseen_sets(
+    task: Task, data: DataSource, split: str, info: dict[str, Any], source: Path
+) -> dict[str, list]:
+    """The examples of a split that `evaluate` scores: `read_split`'s, except that the file the
+    model trained on is refused, or, where its dev split was held out of that file (or the data
+    has no dev file), stands for the held-out examples only (`electra.dev_split`)."""
+    held = HeldOut.from_json(info["dev_split"]) if info.get("dev_split") else None
+    if split == "dev" and held and not task.has_split(data, "dev"):  # a folder without dev.*
+        files = {_dev_set(task): task.split_files(data, "train")["train"]}
+    else:
+        files = task.split_files(data, split)
+    sets = {}
+    for name, path in files.items():
+        if not trained_on(path, info.get("trained_on")):
+            sets[name] = read_file(task, path, split)
+        elif held and split == "dev":
+            sets[name] = held.split(read_file(task, path, "train"))[1]
+            print(
+                f"{path}: scoring the {len(sets[name])} examples held out as dev", file=sys.stderr
+            )
+        else:
+            raise ElectraError(
+                f"{path} is the file {source} was fine-tuned on: a score on it would be on "
+                "training examples; pass a file it did not train on"
+            )
+    return sets
+
+
 def evaluate(
     model_path: str | Path,
     data_dir: DataSource,
@@ -767,19 +899,22 @@ def evaluate(
     runtime: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
-    predictions and, for an unlabelled test split (GLUE's, SQuAD's), the benchmark's submission
-    files. A labelled test split (CoNLL-2003's) is scored as dev is."""
+    predictions and, for a test split of a benchmark with a submission format (GLUE's, SQuAD's),
+    its submission files, labelled or not: a labelled SQuAD test file gets the official
+    predictions.json and null_odds.json to score. A labelled test split is scored as dev is."""
     source = finetuned_dir(model_path)
     task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
     if task_name and get_task(task_name).name != task.name:
         raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
-    sets = read_split(task, data_dir, split)
+    saved = source / FINETUNE_FILE  # none in a Hugging Face folder: no baseline, no train file
+    info = json.loads(saved.read_text()) if saved.is_file() else {}
+    sets = unseen_sets(task, data_dir, split, info, source)
     encoded = {
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
     }
     scores, predictions = evaluate_sets(task, model, sets, encoded, run_time)
     # None for a model fine-tuned before baselines were kept: its training set is not read here.
-    fitted = json.loads((source / FINETUNE_FILE).read_text()).get("baseline")
+    fitted = info.get("baseline")
     baseline = baseline_scores(task, fitted, sets)
     out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
     with atomic_dir(out_dir) as tmp:
@@ -787,7 +922,7 @@ def evaluate(
         files = []
         for name in sets:
             rows = [p for p in predictions if p.get("set", name) == name]
-            if split == "test" and task.writes_submission and any(r["label"] is None for r in rows):
+            if split == "test" and task.writes_submission:
                 files.append(task.write_submission(rows, name, tmp).name)
         results = {
             "task": task.name,

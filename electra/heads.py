@@ -10,6 +10,9 @@ Hugging Face where a counterpart exists so the encoder's weights load by name.
   `qa_outputs` to two logits per token (`qa_head="linear"`). Its weights are those of HF's
   `ElectraForQuestionAnswering`, which has no counterpart of the official head, so a model
   fine-tuned with it exports to Hugging Face.
+- `ElectraForSequenceClassificationHF`: Hugging Face's two-layer classifier on [CLS]
+  (`classifier.dense`, exact GELU, `classifier.out_proj`), under HF's names: it runs a classifier
+  folder saved by `transformers` (`electra.hf_import`); fine-tuning trains the paper's head.
 
 Head layers take TF's default Glorot-uniform init, as in the official code, except the linear QA
 head's, which takes BERT's run_squad init (normal, std initializer_range; HF's is the same).
@@ -173,6 +176,46 @@ class ElectraForSpanQuestionAnswering(nn.Module):
         hidden = self.electra(input_ids, token_type_ids, attention_mask)
         start, end = self.qa_outputs(hidden).unbind(-1)
         return {"start_logits": start, "end_logits": end}
+
+
+class ElectraClassificationHead(nn.Module):
+    """HF's `ElectraClassificationHead` on the [CLS] vector: dropout, `dense` H->H, exact GELU
+    (as HF's, whatever `hidden_act` says), dropout, `out_proj` H->labels."""
+
+    def __init__(self, hidden_size: int, num_labels: int, dropout: float):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.activation = activation("gelu")
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(hidden_size, num_labels)
+
+    def forward(self, cls: torch.Tensor) -> torch.Tensor:
+        x = self.activation(self.dense(self.dropout(cls)))
+        return self.out_proj(self.dropout(x))
+
+
+class ElectraForSequenceClassificationHF(nn.Module):
+    """The encoder and HF's two-layer classification head, with the weights' names of
+    `transformers`' `ElectraForSequenceClassification`, and the inputs of ours."""
+
+    def __init__(self, cfg: ModelConfig, num_labels: int, classifier_dropout: float | None = None):
+        super().__init__()
+        self.config = cfg
+        self.electra = ElectraModel(cfg)
+        dropout = cfg.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
+        self.classifier = ElectraClassificationHead(cfg.hidden_size, num_labels, dropout)
+        init_weights(self, cfg.initializer_range)
+
+    def forward(
+        self, input_ids, token_type_ids=None, attention_mask=None, position_ids=None, cls_index=None
+    ) -> torch.Tensor:
+        """Logits [B, num_labels] from the final [CLS] vector, found as
+        `ElectraForSequenceClassification.forward` finds it."""
+        if cls_index is None:
+            b, t = input_ids.shape
+            cls_index = torch.arange(b, device=input_ids.device) * t
+        cls = self.electra(input_ids, token_type_ids, attention_mask, position_ids, cls_index)
+        return self.classifier(cls)
 
 
 HEADS = (

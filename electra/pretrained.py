@@ -230,15 +230,21 @@ def load_pretrained(
     checking that they fit each other."""
     path = resolve_model_dir(path)
     arch, cfg = read_model_config(path)
+    tokenizer = model_tokenizer(path, cfg)
+    model = ARCHITECTURES[arch](cfg)
+    load_strict(model, fit_state_dict(read_state_dict(path), model, path), path)
+    return model.to(device).eval(), tokenizer
+
+
+def model_tokenizer(path: Path, cfg: ModelConfig) -> tokenizers.Tokenizer:
+    """The tokenizer of a model folder, checked to give only ids the model has."""
     tokenizer = load_tokenizer(path)
     if tokenizer.get_vocab_size() > cfg.vocab_size:
         raise ElectraError(
             f"the tokenizer in {path} has {tokenizer.get_vocab_size()} tokens but the model only "
             f"{cfg.vocab_size}: use the tokenizer the model was trained with"
         )
-    model = ARCHITECTURES[arch](cfg)
-    load_strict(model, fit_state_dict(read_state_dict(path), model, path), path)
-    return model.to(device).eval(), tokenizer
+    return tokenizer
 
 
 # --- continued pretraining from a discriminator + generator pair ---------------------------------

@@ -147,8 +147,8 @@ def test_mnli_reports_both_dev_sets_and_writes_both_submissions(tmp_path, capsys
         [i, 0, 0, "g", "", "", "", "", sentence(i), sentence(i + 2), "", labels[i % 3]]
         for i in range(12)
     ]
-    for name in ("train", "dev_matched", "dev_mismatched"):
-        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header, *rows])
+    for k, name in enumerate(("train", "dev_matched", "dev_mismatched")):  # no copies of train
+        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header, *rows[k:], *rows[:k]])
     for name in ("test_matched", "test_mismatched"):
         write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header[:10], *[r[:10] for r in rows[:4]]])
     out = tmp_path / "ft"
@@ -482,8 +482,8 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
     text = "".join(
         f"Paris NNP B-NP B-LOC\n{w} NN I-NP O\nMary NNP B-NP B-PER\n\n" for w in WORDS[:20]
     )
-    for name in ("train.txt", "valid.txt"):
-        (conll / name).write_text("-DOCSTART- -X- -X- O\n\n" + text)
+    for name in ("train.txt", "valid.txt"):  # a copy of train as dev is refused: one line more
+        (conll / name).write_text("-DOCSTART- -X- -X- O\n\n" + text * (1 + (name == "valid.txt")))
     code, _, err = finetune_cli(
         capsys, tiny_pretrained, "ner", conll, tmp_path / "ner", "--epochs", "8", *FAST
     )
@@ -514,7 +514,7 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
         qa("q3", "what is money ?", None, impossible=True),
     ]
     squad_file(squad / "train-v2.0.json", questions)
-    squad_file(squad / "dev-v2.0.json", questions)
+    squad_file(squad / "dev-v2.0.json", questions[::-1])  # the training file's copy is refused
     out = tmp_path / "qa"
     code, _, err = finetune_cli(
         capsys,

@@ -36,7 +36,7 @@ def test_keep_mask_drops_at_the_quantised_rate():
     assert set(keep.unique().tolist()) == {0.0, 1.0}
     assert 1 - keep.float().mean().item() == pytest.approx(6554 / 65536, abs=5e-4)
     odd = keep_mask(torch.empty(100_001), 0.5)  # the last 64-bit word is only partly used
-    assert 1 - odd.mean() == pytest.approx(0.5, abs=0.01)
+    assert 1 - odd.mean().item() == pytest.approx(0.5, abs=0.01)
 
 
 def test_dropout_scales_kept_values_and_routes_the_gradient_through_them():
@@ -359,5 +359,5 @@ def test_the_kernels_drop_out_as_the_stock_layers_do():
         with torch.no_grad():
             draws = torch.stack([module.train()(x, None) for _ in range(2000)])
         assert torch.allclose(draws.mean(0), expected, atol=0.05 * expected.abs().max().item())
-        spreads.append(draws.std(0).mean())
+        spreads.append(draws.std(0).mean().item())
     assert spreads[1] == pytest.approx(spreads[0], rel=0.05)

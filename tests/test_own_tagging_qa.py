@@ -252,13 +252,13 @@ def test_qa_squad_json_official_head(tmp_path, tiny_pretrained):
     data.mkdir()
     questions = [*QUESTIONS, qa("q5", "what is money ?", None, impossible=True)]
     squad_file(data / "train.json", questions)
-    squad_file(data / "dev.json", questions)
+    squad_file(data / "dev.json", questions[::-1])  # a copy of train is refused as dev
     out = tmp_path / "ft"
     finetune(tiny_pretrained, "qa", data, out, FinetuneConfig(**QA_CFG))
     head = json.loads((out / "seed_0" / "finetune.json").read_text())["head"]
     assert head == {"qa_head": "official", "version": "2.0"}
     rows = assert_qa_scores_recomputed(out, "exact")
-    assert rows[4]["label"] == [] and rows[0]["label"] == ["Paris"]
+    assert rows[0]["label"] == [] and rows[4]["label"] == ["Paris"]  # dev is reversed
     assert {"HasAns_exact", "NoAns_exact", "best_f1"} <= set(seed_metrics(out))
 
 
@@ -273,7 +273,7 @@ def test_qa_flat_jsonl_linear_head(tmp_path, tiny_pretrained):
     records[-1]["answers"] = {"text": [], "answer_start": []}  # unanswerable, as HF writes it
     lines = "\n".join(json.dumps(r) for r in records) + "\n"
     (data / "train.jsonl").write_text(lines)
-    (data / "dev.jsonl").write_text(lines)
+    (data / "dev.jsonl").write_text(lines + "\n")  # a copy of train is refused as dev
     unknown = {k: v for k, v in records[0].items() if k != "answers"}
     (data / "test.jsonl").write_text(json.dumps(unknown) + "\n")
     out = tmp_path / "ft"

@@ -58,8 +58,11 @@ def test_standard_input_and_long_inputs_said_once(sst2, capsys, monkeypatch):
     code, stdout, err = predict_cli(capsys, model, "-")
     assert code == 0, err
     records = [json.loads(line) for line in stdout.splitlines()]
-    assert [r["id"] for r in records] == ["0", "1", "2", "3"]  # blank lines are no input
-    assert err.count("warning:") == 1 and "2 of 4 inputs" in err and "48 tokens" in err
+    assert [r["id"] for r in records] == ["0", "1", "2", "3", "4"]  # every line keeps its place
+    assert records[1] == {"id": "1", "empty": True}
+    del records[1]
+    assert err.count("warning:") == 2 and "2 of 5 inputs" in err and "48 tokens" in err
+    assert "1 of 5 inputs were blank" in err
     # the same sentences from a file give the same records
     code, stdout, _ = predict_cli(capsys, model, data / "dev.tsv")
     from_file = [json.loads(line) for line in stdout.splitlines()[:2]]
@@ -157,7 +160,7 @@ def test_unreadable_inputs_are_one_line_errors(sst2, capsys, monkeypatch, tmp_pa
     assert_one_line_error(code, err, "x.csv", ".tsv")
     code, _, err = predict_cli(capsys, model, tmp_path / "missing.tsv")
     assert_one_line_error(code, err, "not found")
-    stdin_lines(monkeypatch, "\n\n")
+    stdin_lines(monkeypatch, "")
     code, _, err = predict_cli(capsys, model, "-", "--out", tmp_path / "p.jsonl")
     assert_one_line_error(code, err, "standard input", "no input")
     assert not (tmp_path / "p.jsonl").exists()

@@ -161,3 +161,50 @@ def test_score_command_scores_official_files(tmp_path, capsys):
         capsys, "score", "--task", "squad2", "--data", bad, "--predictions", tmp_path / "p.json"
     )
     assert_one_line_error(code, err, "bad.json, line", "question z", "not at offset 0")
+
+
+def test_evaluate_test_file_writes_official_files_scored_as_the_run(
+    tmp_path, capsys, tiny_pretrained
+):
+    """`electra evaluate --test FILE` (no --split) evaluates that file; a labelled SQuAD 2.0 test
+    file is scored and still gets predictions.json and null_odds.json, which `electra score`
+    scores as evaluate did."""
+    from .test_cli import run_cli
+
+    questions = [
+        qa("q1", "where was the car ?", "Paris"),
+        qa("q2", "who sat on the mat ?", "Mary"),
+        qa("q3", "what is money ?", None, impossible=True),
+    ]
+    data = tmp_path / "squad"
+    data.mkdir()
+    squad_file(data / "train-v2.0.json", questions)
+    squad_file(data / "dev-v2.0.json", questions[::-1])  # copies of train are refused as dev...
+    test = squad_file(tmp_path / "labelled-test.json", questions[1:] + questions[:1])  # ...or test
+    out = tmp_path / "ft"
+    fast = ["--epochs", "1", "--max-seq-len", "32", "--doc-stride", "8", "--no-progress"]
+    code, _, err = run_cli(
+        capsys, "finetune", "--model", tiny_pretrained, "--task", "squad2", "--data", data,
+        "--out", out, "--batch-size", "8", *fast,
+    )  # fmt: skip
+    assert code == 0, err
+    code, stdout, err = run_cli(capsys, "evaluate", "--model", out, "--test", test)
+    assert code == 0, err
+    evaluated = out / "seed_0" / "eval-test"
+    results = json.loads((evaluated / "results.json").read_text())
+    assert results["split"] == "test" and results["examples"] == {"test": 3}
+    assert results["submission_files"] == ["predictions.json"]
+    assert "submission file:" in stdout
+    null_odds = json.loads((evaluated / "null_odds.json").read_text())
+    assert sorted(json.loads((evaluated / "predictions.json").read_text())) == ["q1", "q2", "q3"]
+    assert sorted(null_odds) == ["q1", "q2", "q3"]
+    for extra, names in (([], ("exact", "f1")), (["--null-odds"], ("best_exact", "best_f1"))):
+        if extra:
+            extra = [*extra, evaluated / "null_odds.json"]
+        code, scored, err = run_cli(
+            capsys, "score", "--task", "squad2", "--data", test,
+            "--predictions", evaluated / "predictions.json", *extra,
+        )  # fmt: skip
+        assert code == 0, err
+        for name in names:
+            assert json.loads(scored)[name] == pytest.approx(results["metrics"][name])

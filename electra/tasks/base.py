@@ -8,7 +8,7 @@ training and evaluation loops (`electra.finetune`) know nothing else about tasks
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ class Task:
     # split name -> {evaluation set name: candidate file names}; one set for most tasks.
     files: dict[str, dict[str, tuple[str, ...]]] = {}
     # `finetune` also predicts a test split where there is one (the user's own data tasks), and
-    # `evaluate` writes a benchmark's submission files for an unlabelled test split.
+    # `evaluate` writes a benchmark's submission files for a test split, labelled or not.
     finetune_test: bool = False
     writes_submission: bool = True
 
@@ -82,7 +82,7 @@ class Task:
         if not files.get(split) or len(sets) != 1:
             where = f"pass --{split} FILE" if len(sets) == 1 else "pass the task's folder as --data"
             raise ElectraError(f"no {split} file for {self.name}: {where}")
-        return {next(iter(sets)): Path(files[split])}
+        return {next(iter(sets)): given_file(files[split], split)}
 
     def has_split(self, data_dir: Path | Mapping[str, Path], split: str) -> bool:
         """Whether the data holds `split` (for an optional one: test)."""
@@ -142,9 +142,18 @@ class Task:
         """Examples from a file in the task's own format; labels in it, if any, are ignored."""
         return self.read(path, "test")
 
-    def from_lines(self, lines: list[str], source: str) -> list[Any]:
-        """Examples from lines of text (standard input): a text per line, a pair (qa: question
-        and context) TAB-separated. `source` names them in errors."""
+    def from_lines(self, lines: Iterable[str], source: str, first: int = 1) -> list[Any | None]:
+        """Examples from lines of text (standard input), the first of them line `first`: each
+        line's (`from_line`), or None for a blank line, kept so that every input keeps its
+        position. `source` names them in errors."""
+        return [
+            self.from_line(line.rstrip("\r\n"), number, source) if line.strip() else None
+            for number, line in enumerate(lines, start=first)
+        ]
+
+    def from_line(self, line: str, number: int, source: str) -> Any:
+        """The example of line `number` (not blank): a text, or a pair (qa: question and context)
+        TAB-separated; its id is the line's position from 0."""
         raise ElectraError(f"{self.name} cannot read plain text lines: pass a file")
 
     def records(
@@ -175,6 +184,17 @@ class Task:
 
     def write_submission(self, predictions: list[dict], set_name: str, out_dir: Path) -> Path:
         raise ElectraError(f"{self.name} has no test submission format")
+
+
+def given_file(path: str | Path, split: str) -> Path:
+    """A file given as --train/--dev/--test: a folder there is one error saying where it goes."""
+    path = Path(path)
+    if path.is_dir():
+        raise ElectraError(
+            f"--{split} {path} is a folder: --{split} takes a file; pass a folder of split "
+            "files (train.*, dev.*, test.*) as --data"
+        )
+    return path
 
 
 def truncate_longest_first(a: list[int], b: list[int] | None, budget: int) -> None:

@@ -201,6 +201,21 @@ def _label(raw: str, spec: GlueSpec, path, line) -> str | float:
     return raw
 
 
+def line_texts(line: str, number: int, source: str, count: int) -> list[str]:
+    """The `count` TAB-separated texts of an input line (one: no TAB); any other number of
+    fields, or an empty text, is an error naming the line."""
+    texts = line.split("\t")
+    if len(texts) != count:
+        want = "two texts separated by a TAB" if count == 2 else "one text (no TAB)"
+        raise ElectraError(
+            f"{source}, line {number}: {len(texts)} TAB-separated fields, but this model reads "
+            f"{want} per line"
+        )
+    if not all(t.strip() for t in texts):
+        raise ElectraError(f"{source}, line {number}: an empty text: fill it in")
+    return texts
+
+
 class GlueTask(Task):
     family = "glue"
     packable = True
@@ -360,23 +375,10 @@ class GlueTask(Task):
                 raise ElectraError(f"{as_test}; read as labelled: {as_dev}") from None
         return [Example(e.id, e.text_a, e.text_b, None) for e in examples]
 
-    def from_lines(self, lines: list[str], source: str) -> list[Example]:
-        """A text per line, or a TAB-separated pair for a pair task; blank lines are skipped."""
-        pairs = self.spec.test.text_b is not None
-        examples = []
-        for line_no, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != (2 if pairs else 1):
-                want = "two texts separated by a TAB" if pairs else "one text (no TAB)"
-                raise ElectraError(
-                    f"{source}, line {line_no}: {len(fields)} TAB-separated fields, but "
-                    f"{self.name} takes {want} per line"
-                )
-            text_b = fields[1] if pairs else None
-            examples.append(Example(str(len(examples)), fields[0], text_b, None))
-        return examples
+    def from_line(self, line: str, number: int, source: str) -> Example:
+        """A text, or a TAB-separated pair for a pair task."""
+        texts = line_texts(line, number, source, 2 if self.spec.test.text_b is not None else 1)
+        return Example(str(number - 1), texts[0], texts[1] if len(texts) > 1 else None, None)
 
     def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
         """{"id", "label", "score"} (+ "scores": every label's) from the softmax of the logits;

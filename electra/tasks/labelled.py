@@ -6,8 +6,8 @@ Classification and regression are GLUE's tasks with the user's columns and label
 label of the same head. What a fine-tuned model needs to read new files the same way (the text
 columns, the label set, the regression scale) is its head config, saved in finetune.json.
 
-Labels are text: `1` in a CSV and `1` in JSON Lines are the same label, and predictions name
-labels as strings. Their order (`--labels`, else sorted: numerically when every label is an
+Labels are text, normalised alike in every format: `1` and `1.0` in a CSV and `1` or `1.0` in JSON
+Lines are one label, `1`, and predictions name labels as strings. Their order (`--labels`, else sorted: numerically when every label is an
 integer) fixes the head's outputs, and with two classes the second is the positive one of F1.
 """
 
@@ -17,6 +17,7 @@ import collections
 import json
 import math
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,11 @@ import torch.nn.functional as F
 from electra import metrics
 from electra.config import FinetuneConfig
 from electra.errors import ElectraError
-from electra.tasks.glue import Columns, Example, GlueSpec, GlueTask
+from electra.tasks.glue import Columns, Example, GlueSpec, GlueTask, line_texts
 from electra.tasks.tables import SPLITS, DataSource, Table, read_table, split_file
 
 _INTEGER = re.compile(r"[+-]?\d+")
+_INTEGRAL = re.compile(r"([+-]?\d+)\.0*")  # "1.0", as a float column with gaps is written
 
 
 class UserFiles:
@@ -48,9 +50,25 @@ class UserFiles:
             )
         self.text_columns = tuple(cfg.text_columns)  # () until the training file's header
         self.label_column = cfg.label_column or "label"
+        # a CSV's separator; None: sniffed from its header
+        self.delimiter = "\t" if cfg.delimiter == "tab" else cfg.delimiter
         self.files = {
             s: {s: (f"{s}.csv", f"{s}.tsv", f"{s}.jsonl", f"{s}.parquet")} for s in SPLITS
         }
+
+    def read_with(self, text_columns: Sequence[str] = (), delimiter: str | None = None) -> None:
+        """New files read by other text columns (as many as the model reads) or separator than
+        its training files' (`electra predict --text-columns/--delimiter`)."""
+        if text_columns:
+            if len(text_columns) != len(self.text_columns):
+                raise ElectraError(
+                    f"--text-columns: this model reads {len(self.text_columns)} text column"
+                    f"{'s' * (len(self.text_columns) > 1)} ({', '.join(self.text_columns)}), "
+                    f"not {len(text_columns)}"
+                )
+            self.text_columns = tuple(text_columns)
+        if delimiter:
+            self.delimiter = "\t" if delimiter == "tab" else delimiter
 
     def split_files(self, data: DataSource, split: str) -> dict[str, Path]:
         return {split: split_file(data, split, self.name)}
@@ -59,10 +77,17 @@ class UserFiles:
         return split_file(data, split, self.name, optional=True) is not None
 
     def read(self, path: Path, split: str) -> list[Example]:
-        return self._examples(read_table(path), split, with_labels=True)
+        table = read_table(path, self.delimiter)
+        table.note_blank()
+        return self._examples(table, split, with_labels=True)
 
-    def read_inputs(self, path: Path) -> list[Example]:
-        return self._examples(read_table(path), "test", with_labels=False)
+    def read_inputs(self, path: Path) -> list[Example | None]:
+        """A file's examples, and None for each blank row, so that every input keeps its place."""
+        table = read_table(path, self.delimiter)
+        examples: list[Example | None] = list(self._examples(table, "test", with_labels=False))
+        for position, _ in table.blank:
+            examples.insert(position, None)
+        return examples
 
     def _text_columns(self, table: Table) -> tuple[str, ...]:
         """The given columns, else `text`, else `text_a` (and `text_b`); kept from the first file
@@ -98,31 +123,18 @@ class UserFiles:
                 text_b=t[1] if len(t) > 1 else None,
                 label=label,
             )
-            for i, ((_, row), t, label) in enumerate(zip(table.rows, texts, labels, strict=True))
+            for i, (_, row), t, label in zip(
+                table.positions(), table.rows, texts, labels, strict=True
+            )
         ]
 
     def labels_of(self, table: Table, raw: list[tuple[int, Any]], split: str) -> list[Any]:
         raise NotImplementedError
 
-    def from_lines(self, lines: list[str], source: str) -> list[Example]:
-        """A text per line, or (for a model fine-tuned on pairs) two texts TAB-separated; blank
-        lines are skipped, as `GlueTask.from_lines` skips them."""
-        pair = len(self.text_columns) == 2
-        examples = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            parts = line.rstrip("\r\n").split("\t", 1) if pair else [line.rstrip("\r\n")]
-            if len(parts) < 2 and pair:
-                raise ElectraError(
-                    f"{source}, line {number}: this model reads pairs: write the two texts "
-                    "separated by a TAB"
-                )
-            if not all(p.strip() for p in parts):
-                raise ElectraError(f"{source}, line {number}: an empty text: fill it in")
-            text_b = parts[1] if pair else None
-            examples.append(Example(str(len(examples)), parts[0], text_b, None))
-        return examples
+    def from_line(self, line: str, number: int, source: str) -> Example:
+        """A text, or (for a model fine-tuned on pairs) two texts TAB-separated."""
+        texts = line_texts(line, number, source, len(self.text_columns))
+        return Example(str(number - 1), texts[0], texts[1] if len(texts) > 1 else None, None)
 
     def double_unordered(self, examples: list[Example]) -> list[Example]:
         """Adds each pair swapped, as for MRPC and STS-B: the user says their pairs are unordered."""
@@ -149,8 +161,9 @@ def _text(table: Table, number: int, value: Any, column: str) -> str:
 
 
 def label_name(table: Table, number: int, value: Any, column: str) -> str:
-    """A label as text: strings stripped, integers (and integral floats, as Parquet may store
-    them) written as integers, booleans as true/false."""
+    """A label as text, the same whatever the format: strings stripped, integers and integral
+    floats (`1.0` as Parquet, pandas or JSON may write them, as a number or as text) written as
+    integers, booleans as true/false."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float) and value.is_integer():
@@ -159,7 +172,20 @@ def label_name(table: Table, number: int, value: Any, column: str) -> str:
     if not name:
         what = "no label" if value is None else "empty label"
         raise ElectraError(f"{table.where(number, column)}: {what}: fill it in or remove the row")
-    return name
+    integral = _INTEGRAL.fullmatch(name)
+    return str(int(integral.group(1))) if integral else name
+
+
+def single_label(table: Table, number: int, value: Any, column: str) -> str:
+    """A classification label; a list (or a list written as text) is refused, not taken as a
+    class named "['a']"."""
+    text = value.strip() if isinstance(value, str) else ""
+    if isinstance(value, list | tuple | dict) or (text.startswith("[") and text.endswith("]")):
+        raise ElectraError(
+            f"{table.where(number, column)}: a list of labels ({str(value)[:60]}) where one label "
+            "is expected: write one label, or fine-tune with --task multilabel"
+        )
+    return label_name(table, number, value, column)
 
 
 def label_order(names: set[str]) -> tuple[str, ...]:
@@ -176,10 +202,22 @@ class LabelSet:
     def __init__(self, labels: Sequence[str]):
         self.names = tuple(labels)
         self.source = "--labels" if self.names else ""
+        twice = sorted({n for n in self.names if self.names.count(n) > 1})
+        if twice:
+            raise ElectraError(f"--labels names {twice[0]!r} twice: give each label once")
 
     def fit(self, names: set[str], table: Table, column: str) -> None:
         if not self.names:
             self.names, self.source = label_order(names), "the training file's labels"
+        by_case = collections.defaultdict(list)
+        for name in self.names:
+            by_case[name.casefold()].append(name)
+        for alike in (v for v in by_case.values() if len(v) > 1):
+            print(
+                f"warning: {table.path}: labels {' and '.join(map(repr, alike))} differ only in "
+                "case and are distinct classes; if they are one, write them alike",
+                file=sys.stderr,
+            )
         if len(self.names) < 2:
             raise ElectraError(
                 f"{table.path}, column {column!r}: one label ({self.names[0]!r}) in the training "
@@ -224,7 +262,7 @@ class ClassificationTask(NamedLabels, GlueTask):
         self._columns_from(cfg)
 
     def labels_of(self, table, raw, split) -> list[str]:
-        names = [label_name(table, n, v, self.label_column) for n, v in raw]
+        names = [single_label(table, n, v, self.label_column) for n, v in raw]
         if split == "train":
             self.label_set.fit(set(names), table, self.label_column)
             self.spec = _spec(self.name, self.label_set.names, self.spec.metrics)

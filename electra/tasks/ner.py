@@ -73,6 +73,7 @@ class NerTask(Task):
     name = "conll2003"
     family = "tagging"
     main_metric = "f1"
+    writes_submission = False  # CoNLL-2003's test file is tagged: scored as dev is, no server
     token_outputs = ("tags",)
     files = {
         "train": {"train": ("train.txt", "eng.train")},
@@ -186,17 +187,13 @@ class NerTask(Task):
         require_suffix(path, CONLL_SUFFIXES, self.name)
         return read_words(path)
 
-    def from_lines(self, lines: list[str], source: str) -> list[TextSentence]:
-        """A sentence per line, its words split at whitespace (each word's character offset in
-        the line kept for the entities' offsets); blank lines are skipped."""
-        sentences = []
-        for line in lines:
-            found = list(re.finditer(r"\S+", line))
-            if found:
-                words = tuple(m.group() for m in found)
-                starts = tuple(m.start() for m in found)
-                sentences.append(TextSentence(str(len(sentences)), words, None, line, starts))
-        return sentences
+    def from_line(self, line: str, number: int, source: str) -> TextSentence:
+        """A sentence, its words split at whitespace (each word's character offset in the line
+        kept for the entities' offsets)."""
+        found = list(re.finditer(r"\S+", line))
+        words = tuple(m.group() for m in found)
+        starts = tuple(m.start() for m in found)
+        return TextSentence(str(number - 1), words, None, line, starts)
 
     def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
         """{"id", "words", "tags", "entities": [{"entity", "start", "end", "text"}]}: the

@@ -354,23 +354,18 @@ class SquadTask(Task):
         require_suffix(path, (".json",), self.name)
         return read_squad(path)
 
-    def from_lines(self, lines: list[str], source: str) -> list[Question]:
-        """A question and its context per line, TAB-separated; blank lines are skipped."""
-        questions = []
-        for line_no, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != 2:
-                raise ElectraError(
-                    f"{source}, line {line_no}: expected a question, a TAB and its context, found "
-                    f"{len(fields)} TAB-separated field{'s' if len(fields) > 1 else ''}"
-                )
-            if not fields[0].strip() or not fields[1].strip():
-                empty = "question" if not fields[0].strip() else "context"
-                raise ElectraError(f"{source}, line {line_no}: an empty {empty}: fill it in")
-            questions.append(Question(str(len(questions)), fields[0], fields[1], (), False))
-        return questions
+    def from_line(self, line: str, number: int, source: str) -> Question:
+        """A question and its context, TAB-separated."""
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise ElectraError(
+                f"{source}, line {number}: expected a question, a TAB and its context, found "
+                f"{len(fields)} TAB-separated field{'s' if len(fields) > 1 else ''}"
+            )
+        if not fields[0].strip() or not fields[1].strip():
+            empty = "question" if not fields[0].strip() else "context"
+            raise ElectraError(f"{source}, line {number}: an empty {empty}: fill it in")
+        return Question(str(number - 1), fields[0], fields[1], (), False)
 
     def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
         """{"id", "answer", "start" (its character offset in the context; null without one),

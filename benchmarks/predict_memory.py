@@ -1,0 +1,117 @@
+"""Memory and latency of `electra predict` on a long standard input: peak RSS, the time to the
+first record, and throughput, for the code of this checkout or of another (`--code`, for a
+before/after comparison).
+
+    python benchmarks/predict_memory.py --lines 500000
+    python benchmarks/predict_memory.py --lines 500000 --code /tmp/electra-before
+
+An SST-2 classifier of `--preset` size (`predict_throughput.build_model`: one step from random weights with a
+WordPiece vocabulary trained on SST-2's training text, its decision boundary centred) reads
+`--lines` lines of SST-2 sentences, repeated, from a file given as standard input to
+`python -m electra.cli predict --model FT - --device cpu` in a child process, whose standard
+output is read as it comes. Peak RSS is the child's high-water mark (`VmHWM` in /proc/PID/status,
+polled; `getrusage` would count the RSS this process had when it forked the child, which Linux
+carries across exec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from predict_throughput import build_model, sentences  # noqa: E402 (a sibling script)
+
+
+def watch_peak(pid: int, peak: list[int]) -> None:
+    """Keeps `peak[0]` at the process's VmHWM (kB) until it ends."""
+    status = Path(f"/proc/{pid}/status")
+    while True:
+        try:
+            text = status.read_text()
+        except OSError:
+            return
+        hwm = next((ln for ln in text.splitlines() if ln.startswith("VmHWM:")), None)
+        if hwm is None:  # a zombie: its memory is gone
+            return
+        peak[0] = max(peak[0], int(hwm.split()[1]))
+        time.sleep(0.05)
+
+
+def run_predict(model: Path, lines: Path, code: Path | None) -> dict:
+    """Runs predict on `lines` as standard input; the time to its first record and to its end,
+    the records counted, and the child's peak RSS."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if code:
+        env["PYTHONPATH"] = str(code)
+    command = [sys.executable, "-m", "electra.cli", "predict", "--model", str(model), "-"]
+    command += ["--device", "cpu", "--no-progress"]
+    with open(lines, "rb") as stdin:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        peak = [0]
+        watcher = threading.Thread(target=watch_peak, args=(proc.pid, peak), daemon=True)
+        watcher.start()
+        first, records = None, 0
+        for _ in proc.stdout:
+            first = first or time.perf_counter() - start
+            records += 1
+        err = proc.stderr.read().decode()
+        if proc.wait():
+            raise SystemExit(f"predict failed ({proc.returncode}): {err[-2000:]}")
+    total = time.perf_counter() - start
+    watcher.join()
+    peak_kb = peak[0]
+    return {
+        "records": records,
+        "first_record_s": round(first, 2),
+        "total_s": round(total, 2),
+        "lines_per_s": round(records / total),
+        "peak_rss_mb": round(peak_kb / 1024),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--glue", type=Path, default=Path("../shared/data/glue/SST-2"))
+    p.add_argument("--lines", type=int, default=500_000)
+    p.add_argument("--preset", default="tiny", help="the classifier's size")
+    p.add_argument("--code", type=Path, help="the checkout whose electra runs (default: this)")
+    p.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    args = p.parse_args()
+    texts = sentences(args.glue, 5000)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_model(args.glue, Path(tmp), steps=1, size=args.preset)
+        lines = Path(tmp) / "lines.txt"
+        with open(lines, "w", encoding="utf-8") as f:
+            f.writelines(t + "\n" for t in itertools.islice(itertools.cycle(texts), args.lines))
+        figures = run_predict(model, lines, args.code)
+    results = {
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}",
+        "lines": args.lines,
+        "preset": args.preset,
+        "code": str(args.code or "this checkout"),
+        **figures,
+    }
+    print(json.dumps(results, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

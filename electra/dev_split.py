@@ -1,0 +1,112 @@
+"""A dev split held out of the training file (`--dev-split`), and the guard that keeps every score
+off the rows a model trained on (docs/finetuning.md §One file).
+
+A user with one file gets what `train_test_split` gives: a seeded fraction of its examples held out
+of training and scored as dev. The rows held out are saved with the run and with each model, so
+that `finetune --resume` and `evaluate` see the same ones, and a training file that changed since
+is refused rather than silently split anew. Data with no dev split and no `--dev-split` is refused,
+naming the flags: a score on training rows looks like a result and is not one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from electra.errors import ElectraError
+
+SPLIT_FILE = "dev_split.json"  # in a finetune --out folder, beside results.json
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Which examples of a training file are dev: their positions in the order the task reads
+    them, drawn once with `seed` and kept."""
+
+    file: str
+    sha256: str  # the file's contents when the split was drawn
+    fraction: float
+    seed: int
+    examples: int  # what the file held
+    dev: tuple[int, ...]  # positions of the held-out examples, ascending
+
+    def split(self, examples: list) -> tuple[list, list]:
+        """(training examples, dev examples) of the file's `examples`."""
+        self.check(Path(self.file), len(examples))
+        held = set(self.dev)
+        train = [e for i, e in enumerate(examples) if i not in held]
+        return train, [examples[i] for i in self.dev]
+
+    def check(self, path: Path, count: int) -> None:
+        """Refuses a file whose contents differ from those the split was drawn on."""
+        if file_sha256(path) != self.sha256 or count != self.examples:
+            raise ElectraError(
+                f"{path} changed since its dev split was drawn ({self.examples} examples then, "
+                f"{count} now): fine-tune again on it (without --resume)"
+            )
+
+    def describe(self) -> str:
+        return (
+            f"{len(self.dev)} of the {self.examples} examples of {self.file} held out as dev "
+            f"(--dev-split {self.fraction:g}, seed {self.seed}); training on the other "
+            f"{self.examples - len(self.dev)}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "dev": list(self.dev)}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> HeldOut:
+        return cls(**{**value, "dev": tuple(value["dev"])})
+
+
+def draw(path: Path, examples: int, fraction: float, seed: int) -> HeldOut:
+    """A seeded `fraction` of a file's examples (at least one, and at least one left to train)."""
+    if examples < 2:
+        raise ElectraError(
+            f"{path} holds {examples} example: --dev-split needs two at least (one to train "
+            "on, one to score): add examples, or pass a --dev FILE"
+        )
+    k = min(examples - 1, max(1, round(examples * fraction)))
+    dev = sorted(random.Random(seed).sample(range(examples), k))
+    return HeldOut(str(path), file_sha256(path), fraction, seed, examples, tuple(dev))
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def one_file_as_train(data: str | Path | Mapping) -> str | Path | Mapping:
+    """A lone file given as --data is the training file, and only that: reading it as the dev
+    and test split too would score the model on its own training rows."""
+    if not isinstance(data, Mapping) and Path(data).is_file():
+        return {"train": Path(data)}
+    return data
+
+
+def no_dev_error(
+    data: str | Path | Mapping, train_file: Path, task: str, expected: list[str]
+) -> ElectraError:
+    """No dev split, and none asked for: the flags that give one."""
+    if isinstance(data, Mapping):
+        where = f"{train_file} is the only file given"
+    else:
+        where = f"no dev split for {task} in {data} (expected {' or '.join(expected)})"
+    return ElectraError(
+        f"{where}, and a score must come from examples the model did not train on: pass "
+        "--dev-split 0.1 to hold out a seeded 10% of the training examples as dev, or --dev FILE"
+    )
+
+
+def trained_on(path: Path, record: dict[str, Any] | None) -> bool:
+    """Whether `path` is the file a fine-tuned model's `record` ({"file", "sha256"}) trained on:
+    the same contents, wherever the file now lies."""
+    return bool(record) and file_sha256(path) == record["sha256"]

@@ -1,0 +1,238 @@
+"""Every script in benchmarks/ runs end to end at toy size, so that a refactor cannot leave one
+broken (an import gone, a signature changed) until someone next measures with it.
+
+Each script runs in this process (`runpy`, as `python benchmarks/X.py ...` runs it: its imports,
+argument parsing and main), on a few rows of the real GLUE files, a tiny model and a tiny prepared
+corpus. What needs what this machine may lack is said where it is skipped: the Trainer needs
+`accelerate`, the common pretraining peer `electra-pytorch`, `gpu_session.sh` a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from .conftest import shared_data, tiny_model_config
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+GLUE_TASKS = ("SST-2", "CoLA", "MRPC", "STS-B", "RTE")
+# A pretraining config a few times smaller than the tiny preset (its 2 layers kept).
+SMALLER = ["model.hidden_size=32", "model.embedding_size=16", "model.intermediate_size=64"]
+
+
+def run_script(monkeypatch, name: str, *args) -> None:
+    """`python benchmarks/NAME ARGS...`, in this process; torch's thread count is put back."""
+    monkeypatch.setattr(sys, "argv", [str(BENCH / name), *map(str, args)])
+    monkeypatch.syspath_prepend(str(BENCH))  # the parity scripts import reference.py beside them
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    threads = torch.get_num_threads()
+    try:
+        runpy.run_path(str(BENCH / name), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """glue/ (the first rows of five real GLUE tasks), model/ (a tiny random discriminator with a
+    WordPiece vocabulary of their text) and data/ (that text prepared at seq len 128)."""
+    from electra.data import prepare
+    from electra.model import ElectraForPreTraining
+    from electra.pretrained import save_pretrained
+    from electra.tokenizer import save_tokenizer, train_tokenizer
+
+    source = shared_data("glue")
+    root = tmp_path_factory.mktemp("bench")
+    for folder in GLUE_TASKS:
+        (root / "glue" / folder).mkdir(parents=True)
+        for split, rows in (("train", 40), ("dev", 16)):
+            lines = (source / folder / f"{split}.tsv").read_text(encoding="utf-8").splitlines()
+            (root / "glue" / folder / f"{split}.tsv").write_text(
+                "\n".join(lines[:rows]) + "\n", encoding="utf-8"
+            )
+    text = root / "text.txt"
+    text.write_text(
+        "\n".join(
+            line.replace("\t", " ")
+            for folder in GLUE_TASKS
+            for line in (root / "glue" / folder / "train.tsv").read_text().splitlines()
+        )
+    )
+    tokenizer = train_tokenizer([text], vocab_size=400, min_frequency=1)
+    save_tokenizer(tokenizer, root / "tok", lowercase=True)
+    prepare([str(text)], root / "tok", seq_len=128, out_dir=root / "data", workers=1)
+    cfg = tiny_model_config(vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=128)
+    torch.manual_seed(0)
+    save_pretrained(ElectraForPreTraining(cfg), root / "model", tokenizer)
+    return root
+
+
+def test_every_script_has_a_smoke_test():
+    here = Path(__file__).read_text()
+    for script in sorted(BENCH.glob("*.py")) + sorted(BENCH.glob("*.sh")):
+        assert f'"{script.name}"' in here, f"benchmarks/{script.name} has no smoke test here"
+
+
+def test_context_probe(toy, monkeypatch, capsys):
+    run_script(
+        monkeypatch, "context_probe.py", "--data", toy / "data", "--preset", "tiny",
+        "--steps", 4, "--batch", 4, "--log-every", 2,
+    )  # fmt: skip
+    assert capsys.readouterr().out.count("AUC") == 2
+
+
+def test_packing_share(toy, monkeypatch, capsys):
+    run_script(
+        monkeypatch, "packing_share.py", "--tokenizer", toy / "model", "--glue", toy / "glue",
+        "--batch", 8, "--batches", 2,
+    )  # fmt: skip
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.endswith("x |")]
+    assert len(rows) == 5
+
+
+@pytest.mark.parametrize("impls", [["ours"], ["ours", "trainer"]], ids=["ours", "trainer"])
+def test_finetune_throughput(toy, monkeypatch, tmp_path, impls):
+    if "trainer" in impls and importlib.util.find_spec("accelerate") is None:
+        pytest.skip("transformers' Trainer needs accelerate (pip install accelerate)")
+    out = tmp_path / "ft.jsonl"
+    run_script(
+        monkeypatch, "finetune_throughput.py", "--model", toy / "model", "--glue", toy / "glue",
+        "--task", "mrpc", "--impls", *impls, "--steps", 2, "--warmup", 1, "--batch", 4,
+        "--dev-examples", 8, "--rounds", 1, "--out", out,
+    )  # fmt: skip
+    summary = json.loads(out.read_text())
+    for impl in impls:
+        assert summary[f"{impl}_train_per_s"] > 0 and summary[f"{impl}_predict_per_s"] > 0
+    assert ("train_ratio" in summary) == (len(impls) == 2)
+
+
+def test_predict_throughput(toy, monkeypatch, tmp_path):
+    out = tmp_path / "predict.json"
+    run_script(
+        monkeypatch, "predict_throughput.py", "--glue", toy / "glue" / "SST-2", "--preset", "tiny",
+        "--examples", 16, "--steps", 1, "--hf-batch-sizes", 8, "--rounds", 1, "--out", out,
+    )  # fmt: skip
+    results = json.loads(out.read_text())
+    assert results["examples"] == 16 and results["pipeline_best_batch"] == 8
+    # The export is the same model: transformers' pipeline labels the sentences alike.
+    assert results["label_agreement"] == 1.0
+
+
+def test_pretrain_throughput(monkeypatch, tmp_path, capsys):
+    impls = ["ours", "careful"]
+    if importlib.util.find_spec("electra_pytorch") is None:
+        print("the common peer is left out: it needs electra-pytorch (not installed)")
+    else:
+        impls.append("common")
+    out = tmp_path / "pretrain.json"
+    flags = ["--preset", "tiny", "--batch", 2, "--seq-len", 32, "--device", "cpu"]
+    run_script(
+        monkeypatch, "pretrain_throughput.py", *flags, "--impls", *impls, "--warmup", 1,
+        "--steps", 1, "--rounds", 1, "--peak-size", 128, "--skip-memory", "--json", out,
+    )  # fmt: skip
+    results = json.loads(out.read_text())
+    assert set(results["impls"]) == set(impls) and results["speedup_vs_careful"] > 0
+    # The peak-memory measurement each implementation gets in a process of its own.
+    capsys.readouterr()
+    run_script(monkeypatch, "pretrain_throughput.py", *flags, "--warmup", 1, "--memory-of", "ours")
+    assert float(capsys.readouterr().out.split()[-1]) >= 0  # MiB; a tiny model may fit in the heap
+
+
+def test_crowded_cpu(toy, monkeypatch, capsys):
+    # Quiet only: the crowded half starts a busy process per core, unkind to a shared test box.
+    run_script(
+        monkeypatch, "crowded_cpu.py", "--data", toy / "data", "--steps", 4, "--log-every", 2,
+        "--batch", 4, "--threads", 1, "--waits", "cli", "--boxes", "quiet",
+    )  # fmt: skip
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("quiet") and float(line.split()[-2]) > 0
+
+
+def test_finetune_parity_with_reference(toy, monkeypatch, tmp_path):
+    """finetune_parity.py and reference.py: both arms, one seed of RTE, and the report."""
+    common = ["--model", toy / "model", "--glue", toy / "glue", "--out", tmp_path, "--tasks", "rte"]
+    common += ["--seeds", 0, "--set", "epochs=1", "max_seq_len=32"]
+    for impl in ("ours", "reference"):
+        run_script(monkeypatch, "finetune_parity.py", *common, "--impl", impl)
+    result = json.loads((tmp_path / "ours" / "rte" / "seed_0" / "result.json").read_text())
+    assert 0 <= result["metric"] <= 100 and len(result["train_loss"]) == 1
+    run_script(monkeypatch, "finetune_parity.py", "--out", tmp_path, "--report")
+    assert "| rte | " in (tmp_path / "finetune_parity.md").read_text()
+    assert Path(sys.modules["reference"].__file__) == BENCH / "reference.py"
+
+
+def test_learning_parity(toy, monkeypatch, tmp_path):
+    common = ["--data", toy / "data", "--out", tmp_path, "--steps", 2, "--seeds", 0, "--set"]
+    common += ["train.log_every=1", "train.batch_size=2", *SMALLER]
+    for impl in ("ours", "reference"):
+        run_script(monkeypatch, "learning_parity.py", *common, "--impl", impl)
+    for impl in ("ours", "reference"):
+        rows = (tmp_path / impl / "seed_0" / "metrics.jsonl").read_text().splitlines()
+        assert [json.loads(r)["step"] for r in rows] == [1, 2]
+    assert "| 2 | disc_auc |" in (tmp_path / "parity.md").read_text()
+    assert (tmp_path / "parity.png").stat().st_size > 0
+
+
+def test_transfer_then_paper_anchor(toy, monkeypatch, tmp_path):
+    """transfer.py pretrains 2 steps and fine-tunes both arms on RTE; paper_anchor.py plots it."""
+    out = tmp_path / "transfer"
+    run_script(
+        monkeypatch, "transfer.py", "--data", toy / "data", "--preset", "tiny", "--steps", 2,
+        "--pretrain-set", "train.batch_size=2", "train.log_every=1", *SMALLER,
+        "--glue", toy / "glue", "--out", out, "--tasks", "rte", "--seeds", 1,
+        "--finetune-set", "epochs=1", "max_seq_len=32",
+    )  # fmt: skip
+    assert set(json.loads((out / "transfer.json").read_text())) == {"rte/pretrained", "rte/random"}
+    assert "| rte | accuracy | 1 | 1 |" in (out / "transfer.md").read_text()
+    run_script(
+        monkeypatch, "paper_anchor.py", "--run", f"toy={out}", "--out", tmp_path / "anchor.png"
+    )
+    assert (tmp_path / "anchor.png").stat().st_size > 0
+
+
+def test_table5_plot(toy, tmp_path, monkeypatch):
+    """Two `electra experiment` folders written by its own functions (the plan resolved, the
+    fine-tuning summaries as finetune_point writes them), plotted together."""
+    from dataclasses import asdict
+
+    from electra.atomic import write_json_atomic
+    from electra.data import PretrainingData
+    from electra.experiment import Plan, parse_arm, resolve, write_results
+
+    folders = []
+    for name, arms in (("a", ["electra", "mlm"]), ("b", ["electra"])):
+        plan = Plan(
+            "tiny", str(toy / "data"), str(toy / "glue"), [parse_arm(a) for a in arms],
+            ["rte", "stsb"], seeds=1, steps=4, points=2,
+        )  # fmt: skip
+        out = tmp_path / name
+        resolved = resolve(plan, PretrainingData(plan.data))
+        out.mkdir()
+        write_json_atomic(out / "experiment.json", {"plan": asdict(plan), **resolved})
+        for arm, info in resolved["arms"].items():
+            for i, point in enumerate(info["points"]):
+                for task in plan.tasks:
+                    summary = out / "arms" / arm / f"step_{point}" / "finetune" / task
+                    summary.mkdir(parents=True)
+                    row = {"metric": "x", "median": 50.0 + i, "min": 49.0 + i, "max": 51.0 + i}
+                    write_json_atomic(summary / "summary.json", row)
+        write_results(plan, resolved, out)
+        folders.append(out)
+    run_script(monkeypatch, "table5_plot.py", *folders, "--out", tmp_path / "t5.png")
+    assert (tmp_path / "t5.png").stat().st_size > 0
+
+
+def test_gpu_session_parses_and_names_scripts_that_exist():
+    """gpu_session.sh needs a GPU (nvidia-smi, CUDA) to run; here its syntax, and every script it
+    names, which the tests above run on the CPU."""
+    script = BENCH / "gpu_session.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    named = set(re.findall(r"benchmarks/\w+\.py", script.read_text()))
+    assert named and all((BENCH.parent / name).is_file() for name in named), named
