@@ -18,6 +18,8 @@ which is built once into a temporary folder unless `--data` names one. Printed p
 thread count: steps/s by the clock (median and range over the rounds) and the process's CPU time
 per step. On a machine shared with other jobs the clock is noisy, while CPU time at one thread
 leaves out the time the process waits descheduled: it is the steadier measure of the work.
+`--crowd N` runs N busy loops beside each timed process, as other jobs on a shared machine would
+(benchmarks/crowded_cpu.py does the same for the whole `electra pretrain` command).
 `--op-times N` prints, once per setting at one thread, the N aten ops that take the most CPU time
 (by shape), the backward's included.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -39,6 +42,11 @@ AVX2 = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
 }
+
+
+def busy() -> None:
+    while True:
+        pass
 
 
 def setting_env(setting: str) -> tuple[dict[str, str], str]:
@@ -66,7 +74,15 @@ def run_setting(args, data: str, setting: str, threads: int, op_times: int = 0) 
     env.update(extra, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     cmd = [sys.executable, __file__, "--worker", "--data", data, "--kernels", kernels]
     cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--op-times", str(op_times)]
-    done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    crowd = 0 if op_times else args.crowd  # op times are CPU times: no need to crowd them
+    hogs = [multiprocessing.Process(target=busy, daemon=True) for _ in range(crowd)]
+    for hog in hogs:
+        hog.start()
+    try:
+        done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    finally:
+        for hog in hogs:
+            hog.terminate()
     if op_times:
         print(done.stderr, end="", flush=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -171,6 +187,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20, help="timed steps per process")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--data", help="the demo's prepared data (default: built now, then removed)")
+    p.add_argument("--crowd", type=int, default=0, help="busy loops beside each timed process")
     p.add_argument("--op-times", type=int, default=0, metavar="N")
     p.add_argument("--kernels", default="auto", help=argparse.SUPPRESS)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

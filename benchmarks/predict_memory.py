@@ -3,7 +3,11 @@ first record, and throughput, for the code of this checkout or of another (`--co
 before/after comparison).
 
     python benchmarks/predict_memory.py --lines 500000
-    python benchmarks/predict_memory.py --lines 500000 --code /tmp/electra-before
+    git worktree add /tmp/electra-before COMMIT && cd /tmp/electra-before && \
+      PYTHONPATH=$PWD python /path/to/benchmarks/predict_memory.py --lines 500000 --code $PWD
+
+(An older checkout builds its own model, hence PYTHONPATH: its code may not read a newer
+`finetune.json`.)
 
 An SST-2 classifier of `--preset` size (`predict_throughput.build_model`: one step from random weights with a
 WordPiece vocabulary trained on SST-2's training text, its decision boundary centred) reads
@@ -59,9 +63,10 @@ def run_predict(model: Path, lines: Path, code: Path | None) -> dict:
     command += ["--device", "cpu", "--no-progress"]
     with open(lines, "rb") as stdin:
         start = time.perf_counter()
-        proc = subprocess.Popen(
-            command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-        )
+        proc = subprocess.Popen(  # run from the code's folder: `-m` puts the cwd first on sys.path
+            command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            cwd=code or Path(__file__).resolve().parents[1],
+        )  # fmt: skip
         peak = [0]
         watcher = threading.Thread(target=watch_peak, args=(proc.pid, peak), daemon=True)
         watcher.start()

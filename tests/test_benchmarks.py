@@ -125,6 +125,28 @@ def test_predict_throughput(toy, monkeypatch, tmp_path):
     assert results["label_agreement"] == 1.0
 
 
+def test_predict_memory(toy, monkeypatch, tmp_path):
+    """predict_memory.py: `electra predict` on standard input in a child process, watched."""
+    out = tmp_path / "memory.json"
+    run_script(
+        monkeypatch, "predict_memory.py", "--glue", toy / "glue" / "SST-2", "--lines", 40,
+        "--preset", "tiny", "--out", out,
+    )  # fmt: skip
+    results = json.loads(out.read_text())
+    assert results["records"] == 40 and results["peak_rss_mb"] > 0
+
+
+def test_demo_step(toy, monkeypatch, capsys):
+    """demo_step.py: one setting, one round, in a worker process, and its op table."""
+    run_script(
+        monkeypatch, "demo_step.py", "--data", toy / "data", "--settings", "native",
+        "--threads", 1, "--rounds", 1, "--steps", 1, "--warmup", 1, "--op-times", 2,
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "the costliest ops" in out and "ms/step" in out
+    assert "round 1 threads=1 native" in out and out.rstrip().endswith(")")
+
+
 def test_pretrain_throughput(monkeypatch, tmp_path, capsys):
     impls = ["ours", "careful"]
     if importlib.util.find_spec("electra_pytorch") is None:
