@@ -168,6 +168,16 @@ def op_table(step, rows: int, steps: int) -> None:
         f"  CPU ms/step {1000 * total / steps:.1f}, in aten ops {1000 * in_ops / steps:.1f}",
         file=sys.stderr,
     )
+    families = {"products": 0.0, "attention": 0.0, "gelu": 0.0, "other": 0.0}
+    for (name, _), (t, _) in spent.items():
+        op = name.split(".")[1]
+        family = next((f for f in families if f in op), None)
+        family = family or ("products" if op in ("mm", "addmm", "bmm", "baddbmm") else "other")
+        families[family] += t
+    print(
+        "  by family: " + ", ".join(f"{k} {1000 * v / steps:.1f} ms" for k, v in families.items()),
+        file=sys.stderr,
+    )
     for (name, shapes), (t, n) in sorted(spent.items(), key=lambda kv: -kv[1][0])[:rows]:
         print(f"  {1000 * t / steps:7.2f} ms {n // steps:3d}x {name} {shapes}", file=sys.stderr)
 

@@ -117,21 +117,23 @@ class Predictor:
 
 def read_examples(task: Task, inputs: list[str], stdin: TextIO | None = None) -> list[list]:
     """The examples of each input, whole, in order (see `input_chunks`)."""
-    return [[e for _, chunk in input_chunks(task, name, stdin) for e in chunk] for name in inputs]
+    return [
+        [e for _, chunk, _ in input_chunks(task, name, stdin) for e in chunk] for name in inputs
+    ]
 
 
 def input_chunks(
     task: Task, name: str, stdin: TextIO | None = None
-) -> Iterator[tuple[int, list[Any]]]:
-    """(position of the first, examples) of one input, `CHUNK` inputs at a time: `-` read from
-    standard input line by line (`Task.from_lines`), a file read whole by the task first
-    (`Task.read_inputs`: SQuAD's JSON and CoNLL's sentences need the whole file). An input
-    with none is an error."""
+) -> Iterator[tuple[int, list[Any], int | None]]:
+    """(position of the first, examples, the input's count where known) of one input, `CHUNK`
+    inputs at a time: `-` read from standard input line by line (`Task.from_lines`; count
+    unknown), a file read whole by the task first (`Task.read_inputs`: SQuAD's JSON and CoNLL's
+    sentences need the whole file). An input with none is an error."""
     if name == STDIN:
         lines = _utf8_lines(stdin or sys.stdin)
         position = 0
         while chunk := list(itertools.islice(lines, CHUNK)):
-            yield position, task.from_lines(chunk, "standard input", first=position + 1)
+            yield position, task.from_lines(chunk, "standard input", first=position + 1), None
             position += len(chunk)
         if position == 0:
             raise ElectraError("standard input holds no input to predict: nothing written")
@@ -142,7 +144,7 @@ def input_chunks(
     if not examples:
         raise ElectraError(f"{name} holds no input to predict: nothing written")
     for start in range(0, len(examples), CHUNK):
-        yield start, examples[start : start + CHUNK]
+        yield start, examples[start : start + CHUNK], len(examples)
 
 
 def _utf8_lines(stream: TextIO) -> Iterator[str]:
@@ -187,8 +189,9 @@ def predict_inputs(
         for name in inputs:
             progress = predictor.cfg.progress and name != STDIN
             with tqdm(disable=not progress, unit="row", file=sys.stderr, leave=False) as bar:
-                for first, chunk in input_chunks(predictor.task, name, stdin):
-                    bar.total = (bar.total or 0) + len(chunk)
+                for first, chunk, count in input_chunks(predictor.task, name, stdin):
+                    if count is not None and bar.total != count:
+                        bar.reset(total=count)
                     rows, n_cut = predictor.records(
                         chunk, all_scores, batch_size, on_batch=bar.update, first=first
                     )
