@@ -188,16 +188,19 @@ def predict_inputs(
     with record_writer(out) as write:
         for name in inputs:
             progress = predictor.cfg.progress and name != STDIN
-            with tqdm(disable=not progress, unit="row", file=sys.stderr, leave=False) as bar:
-                for first, chunk, count in input_chunks(predictor.task, name, stdin):
-                    if count is not None and bar.total != count:
-                        bar.reset(total=count)
-                    rows, n_cut = predictor.records(
-                        chunk, all_scores, batch_size, on_batch=bar.update, first=first
-                    )
-                    write([{**r, "source": name} for r in rows] if len(inputs) > 1 else rows)
-                    cut, total = cut + n_cut, total + len(chunk)
-                    empty += sum(e is None for e in chunk)
+            bar = None  # made once the input's count is known: a file is read first
+            for first, chunk, count in input_chunks(predictor.task, name, stdin):
+                bar = bar or tqdm(
+                    total=count, disable=not progress, unit="row", file=sys.stderr, leave=False
+                )
+                rows, n_cut = predictor.records(
+                    chunk, all_scores, batch_size, on_batch=bar.update, first=first
+                )
+                write([{**r, "source": name} for r in rows] if len(inputs) > 1 else rows)
+                cut, total = cut + n_cut, total + len(chunk)
+                empty += sum(e is None for e in chunk)
+            if bar is not None:
+                bar.close()
     _notes(predictor, cut, empty, total)
     return total
 
@@ -208,7 +211,7 @@ def _notes(predictor: Predictor, cut: int, empty: int, total: int) -> None:
         print(f"warning: {cut} of {total} inputs {note}", file=sys.stderr)
     if empty:
         print(
-            f"warning: {empty} of {total} inputs were blank: their records say "
+            f"warning: {empty} of {total} inputs blank: their records say "
             '"empty": true, in their places',
             file=sys.stderr,
         )

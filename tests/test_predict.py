@@ -62,7 +62,7 @@ def test_standard_input_and_long_inputs_said_once(sst2, capsys, monkeypatch):
     assert records[1] == {"id": "1", "empty": True}
     del records[1]
     assert err.count("warning:") == 2 and "2 of 5 inputs" in err and "48 tokens" in err
-    assert "1 of 5 inputs were blank" in err
+    assert "1 of 5 inputs blank" in err
     # the same sentences from a file give the same records
     code, stdout, _ = predict_cli(capsys, model, data / "dev.tsv")
     from_file = [json.loads(line) for line in stdout.splitlines()[:2]]

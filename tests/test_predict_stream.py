@@ -89,7 +89,7 @@ def test_blank_rows_of_a_file_keep_their_places(regression, capsys, tmp_path):
     records = [json.loads(line) for line in stdout.splitlines()]
     assert [r["id"] for r in records] == ["0", "1", "2", "3"]
     assert records[1] == {"id": "1", "empty": True} == {**records[2], "id": "1"}
-    assert "value" in records[3] and "2 of 4 inputs were blank" in err
+    assert "value" in records[3] and "2 of 4 inputs blank" in err
 
 
 def test_column_flags_read_new_files_by_other_names(regression, capsys, tmp_path):
