@@ -185,6 +185,7 @@ def op_table(step, rows: int, steps: int) -> None:
 def build_demo_data(folder: Path) -> str:
     from electra.demo import _build_data
 
+    folder.mkdir(parents=True)
     _build_data(folder)
     return str(folder / "data")
 

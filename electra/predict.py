@@ -190,9 +190,10 @@ def predict_inputs(
             progress = predictor.cfg.progress and name != STDIN
             bar = None  # made once the input's count is known: a file is read first
             for first, chunk, count in input_chunks(predictor.task, name, stdin):
-                bar = bar or tqdm(
-                    total=count, disable=not progress, unit="row", file=sys.stderr, leave=False
-                )
+                if bar is None:  # (a tqdm without a total has no truth value)
+                    bar = tqdm(
+                        total=count, disable=not progress, unit="row", file=sys.stderr, leave=False
+                    )
                 rows, n_cut = predictor.records(
                     chunk, all_scores, batch_size, on_batch=bar.update, first=first
                 )
