@@ -35,19 +35,16 @@ class HeldOut:
     dev: tuple[int, ...]  # positions of the held-out examples, ascending
 
     def split(self, examples: list) -> tuple[list, list]:
-        """(training examples, dev examples) of the file's `examples`."""
-        self.check(Path(self.file), len(examples))
+        """(training examples, dev examples) of `examples`, read from a file whose SHA-256 the
+        caller found to be `sha256`; a count that differs (another reader) is refused."""
+        if len(examples) != self.examples:
+            raise ElectraError(
+                f"{self.file} read as {len(examples)} examples, {self.examples} when its dev "
+                "split was drawn: fine-tune again on it (without --resume)"
+            )
         held = set(self.dev)
         train = [e for i, e in enumerate(examples) if i not in held]
         return train, [examples[i] for i in self.dev]
-
-    def check(self, path: Path, count: int) -> None:
-        """Refuses a file whose contents differ from those the split was drawn on."""
-        if file_sha256(path) != self.sha256 or count != self.examples:
-            raise ElectraError(
-                f"{path} changed since its dev split was drawn ({self.examples} examples then, "
-                f"{count} now): fine-tune again on it (without --resume)"
-            )
 
     def describe(self) -> str:
         return (
@@ -64,8 +61,9 @@ class HeldOut:
         return cls(**{**value, "dev": tuple(value["dev"])})
 
 
-def draw(path: Path, examples: int, fraction: float, seed: int) -> HeldOut:
-    """A seeded `fraction` of a file's examples (at least one, and at least one left to train)."""
+def draw(path: Path, sha256: str, examples: int, fraction: float, seed: int) -> HeldOut:
+    """A seeded `fraction` of the examples of a file (whose SHA-256 is `sha256`): at least one,
+    and at least one left to train on."""
     if examples < 2:
         raise ElectraError(
             f"{path} holds {examples} example: --dev-split needs two at least (one to train "
@@ -73,7 +71,7 @@ def draw(path: Path, examples: int, fraction: float, seed: int) -> HeldOut:
         )
     k = min(examples - 1, max(1, round(examples * fraction)))
     dev = sorted(random.Random(seed).sample(range(examples), k))
-    return HeldOut(str(path), file_sha256(path), fraction, seed, examples, tuple(dev))
+    return HeldOut(str(path), sha256, fraction, seed, examples, tuple(dev))
 
 
 def file_sha256(path: str | Path) -> str:

@@ -650,7 +650,7 @@ def _finetune_job(
     configure_process(device)
 
     data_dir = one_file_as_train(data_dir)
-    train_file, train, dev, held_out = _train_and_dev(task, data_dir, cfg)
+    trained, train, dev, held_out = _train_and_dev(task, data_dir, cfg)
     train = _train_examples(task, train, cfg)
     test = _test_examples(task, data_dir)
     fitted = task.baseline(train)
@@ -686,7 +686,7 @@ def _finetune_job(
         data=data_files(
             task, data_dir, ["train", *([] if held_out else ["dev"]), *(["test"] if test else [])]
         ),
-        trained_on={"file": str(train_file), "sha256": file_sha256(train_file)},
+        trained_on=trained,
         held_out=held_out,
     )
 
@@ -714,12 +714,14 @@ def _test_examples(task: Task, data: DataSource) -> dict[str, list]:
 
 def _train_and_dev(
     task: Task, data: DataSource, cfg: FinetuneConfig
-) -> tuple[Path, list, dict[str, list], HeldOut | None]:
-    """The training file and its examples, and the dev sets: the data's own dev files, or with
-    `cfg.dev_split` a seeded part of the training examples held out (`electra.dev_split`). Data
-    without a dev split is refused unless `dev_split` says what to hold out."""
+) -> tuple[dict[str, str], list, dict[str, list], HeldOut | None]:
+    """The training file ({"file", "sha256"}, hashed once) and its examples, and the dev sets:
+    the data's own dev files, or with `cfg.dev_split` a seeded part of the training examples held
+    out (`electra.dev_split`). Data without a dev split is refused unless `dev_split` says what
+    to hold out."""
     train_file = task.split_files(data, "train")["train"]
     train = read_file(task, train_file, "train")
+    trained = {"file": str(train_file), "sha256": file_sha256(train_file)}
     if task.has_split(data, "dev"):
         if cfg.dev_split is not None:
             dev_file = next(iter(task.split_files(data, "dev").values()))
@@ -727,7 +729,6 @@ def _train_and_dev(
                 f"--dev-split holds out a dev split where the data has none, and {dev_file} is "
                 "one: drop --dev-split, or pass the training file alone (--train FILE)"
             )
-        trained = {"sha256": file_sha256(train_file)}
         for dev_file in task.split_files(data, "dev").values():
             if trained_on(dev_file, trained):
                 raise ElectraError(
@@ -735,7 +736,7 @@ def _train_and_dev(
                     "on it would be on training examples; pass another --dev FILE, or "
                     "--dev-split 0.1 with the training file alone"
                 )
-        return train_file, train, read_split(task, data, "dev"), None
+        return trained, train, read_split(task, data, "dev"), None
     if cfg.dev_split is None:
         expected = [n for names in task.files.get("dev", {}).values() for n in names]
         raise no_dev_error(data, train_file, task.name, expected)
@@ -744,11 +745,11 @@ def _train_and_dev(
             f"{task.name}'s dev split has {len(task.files['dev'])} sets "
             f"({', '.join(task.files['dev'])}): pass its folder as --data, not --dev-split"
         )
-    held_out = draw(train_file, len(train), cfg.dev_split, cfg.seed)
+    held_out = draw(train_file, trained["sha256"], len(train), cfg.dev_split, cfg.seed)
     train, dev = held_out.split(train)
     check_unique_ids(train_file, dev)
     print(held_out.describe(), file=sys.stderr)
-    return train_file, train, {_dev_set(task): dev}, held_out
+    return trained, train, {_dev_set(task): dev}, held_out
 
 
 def _dev_set(task: Task) -> str:
