@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from electra.config import preset
-from electra.data import BatchStream, PretrainingData
-from electra.model import ElectraForPreTraining
+from electra.data.store import BatchStream, PretrainingData
+from electra.engine.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
+from electra.engine.tracking import auc_from_histograms, auc_histograms
+from electra.model.electra import ElectraForPreTraining
 from electra.objectives.masking import select_positions
-from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
-from electra.tracking import auc_from_histograms, auc_histograms
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ since the libraries read their instruction-set settings once, when they load. A 
 - `kernels=auto` or `kernels=stock` (the `train.kernels` setting; auto by default);
 - `NAME=VALUE`: set in the process's environment (`ELECTRA_CPU_LINEAR=onednn`, `GOMP_SPINCOUNT=...`).
 
-The step is the trainer's own (`electra.train.build` and `step_function`), on the demo's data,
+The step is the trainer's own (`electra.engine.train.build` and `step_function`), on the demo's data,
 which is built once into a temporary folder unless `--data` names one. Printed per setting and
 thread count: steps/s by the clock (median and range over the rounds) and the process's CPU time
 per step. On a machine shared with other jobs the clock is noisy, while CPU time at one thread
@@ -89,17 +89,17 @@ def run_setting(args, data: str, setting: str, threads: int, op_times: int = 0) 
 
 
 def worker(args) -> None:
-    from electra.cpu_threads import default_wait
+    from electra.engine.cpu_threads import default_wait
 
     default_wait()  # as the CLI does, before torch loads
     import torch
 
     from electra.config import apply_overrides, preset
-    from electra.data import PretrainingData
-    from electra.distributed import World
-    from electra.optim import learning_rate, set_learning_rate
-    from electra.step import Window
-    from electra.train import build, micro_batch_seed, resolve_run, step_function
+    from electra.data.store import PretrainingData
+    from electra.engine.distributed import World
+    from electra.engine.optim import learning_rate, set_learning_rate
+    from electra.engine.step import Window
+    from electra.engine.train import build, micro_batch_seed, resolve_run, step_function
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     cfg = apply_overrides(preset("tiny"), {"data.path": args.data, "train.kernels": args.kernels})
@@ -183,7 +183,7 @@ def op_table(step, rows: int, steps: int) -> None:
 
 
 def build_demo_data(folder: Path) -> str:
-    from electra.demo import _build_data
+    from electra.recipes.demo import _build_data
 
     folder.mkdir(parents=True)
     _build_data(folder)

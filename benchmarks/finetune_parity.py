@@ -22,7 +22,7 @@ importing nothing from `electra.*`:
   pairs truncated longest-first to 128 tokens; STS-B regressed on score / 5 with squared error;
 - dev metrics from scikit-learn and scipy: MCC for CoLA, accuracy, Spearman for STS-B (x 100).
 
-`ours` runs `electra.finetune.finetune` with its defaults. `--set key=value` (FinetuneConfig
+`ours` runs `electra.finetuning.run.finetune` with its defaults. `--set key=value` (FinetuneConfig
 names) changes the recipe of both, so a factor can be varied in each. Every run writes
 OUT/ARM/TASK/seed_N/result.json (ARM: `--arm`, by default the implementation and head); `--report`,
 also run after every run, writes OUT/finetune_parity.md: per task and arm the median and range of
@@ -223,8 +223,8 @@ def run_reference(args, task: str, seed: int, recipe: dict, out: Path) -> dict:
 
 
 def run_ours(args, task: str, seed: int, recipe: dict, out: Path) -> dict:
-    from electra.config import FinetuneConfig
-    from electra.finetune import finetune
+    from electra.finetuning.config import FinetuneConfig
+    from electra.finetuning.run import finetune
 
     cfg = FinetuneConfig(seed=seed, seeds=1, progress=False, random_init=args.random_init, **recipe)
     folder = TASKS[task][0]

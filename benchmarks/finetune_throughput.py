@@ -10,7 +10,7 @@ vocabulary trained on the task's training text) on the same training examples, b
 128, and predict the whole dev set, on the same device and precision (bf16 autocast on GPU, fp32 on
 CPU, as `electra finetune` defaults to):
 
-- ours: `electra.finetune.train_model` and `predict` (training batches packed several examples
+- ours: `electra.finetuning.loop.train_model` and `predict` (training batches packed several examples
   to a row, `--no-pack` trims each to its longest row instead; prediction batched by length;
   `--compile` compiles the model; `--cuda-graph` pads batches to a few widths and captures the
   training step and the prediction forward per shape, its captures timed with the rest);
@@ -21,7 +21,7 @@ CPU, as `electra finetune` defaults to):
 Training is timed over `--steps` optimizer steps after `--warmup` untimed ones (examples/s = steps x
 batch / seconds); prediction over the dev set after one untimed pass. `--rounds` alternate the two,
 and the median of the rounds is reported. On CPU both run with the malloc setting `electra finetune`
-applies (`electra.host_memory`) and `--threads` threads.
+applies (`electra.engine.host_memory`) and `--threads` threads.
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ from pathlib import Path
 
 import torch
 
-from electra.config import FinetuneConfig, preset, resolve_recipe
-from electra.finetune import load_encoder, predict, train_model
-from electra.model import ElectraForPreTraining
-from electra.pretrained import save_pretrained
-from electra.runtime import Runtime, configure_process, prepare_model
+from electra.config import preset
+from electra.data.tokenizer import train_tokenizer
+from electra.engine.runtime import Runtime, configure_process, prepare_model
+from electra.finetuning.config import FinetuneConfig, resolve_recipe
+from electra.finetuning.loop import predict, train_model
+from electra.hf.finetuned import load_encoder
+from electra.hf.pretrained import save_pretrained
+from electra.model.electra import ElectraForPreTraining
 from electra.tasks import get_task
-from electra.tokenizer import train_tokenizer
 
 GLUE_DIRS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE"}
 

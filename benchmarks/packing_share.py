@@ -4,7 +4,7 @@
 
 For each GLUE task, random batches of `--batch` training examples encoded at max length 128, as
 `electra finetune` draws them: the share of positions that hold a real token when each batch is
-trimmed to its longest row (`--no-pack`) and when it is packed (`electra.packing`, the default).
+trimmed to its longest row (`--no-pack`) and when it is packed (`electra.finetuning.packing`, the default).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from electra.finetune import trim
-from electra.packing import pack_batch
+from electra.data.tokenizer import load_tokenizer
+from electra.finetuning.loop import trim
+from electra.finetuning.packing import pack_batch
 from electra.tasks import get_task
-from electra.tokenizer import load_tokenizer
 
 GLUE_DIRS = {"sst2": "SST-2", "cola": "CoLA", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE"}
 

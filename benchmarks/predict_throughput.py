@@ -6,10 +6,10 @@
 A `small`-preset (`--preset`) classifier (a random discriminator with a WordPiece vocabulary trained on SST-2's
 training text, fine-tuned `--steps` steps, its decision boundary then moved to the median of some
 training sentences' logits so that the two labels are about equally frequent) is saved as a
-fine-tuned model, exported with `electra export` (`electra.export.export_finetuned`), and both
+fine-tuned model, exported with `electra export` (`electra.hf.export.export_finetuned`), and both
 predict the same real sentences, SST-2 dev then train up to `--examples`, on the CPU in fp32:
 
-- ours: `electra.predict.Predictor` (what `electra predict` runs): the examples encoded at the
+- ours: `electra.finetuning.predict.Predictor` (what `electra predict` runs): the examples encoded at the
   recipe's maximum length, batched by length (`--batch-size`, default the task's 64), each batch
   trimmed to exactly its longest row (on a CPU; a multiple of 8 elsewhere), the last layer at
   [CLS] only, records with the label and its probability;
@@ -37,15 +37,17 @@ from pathlib import Path
 
 import torch
 
-from electra.config import FinetuneConfig, preset, resolve_recipe
-from electra.export import export_finetuned
-from electra.finetune import save_finetuned, train_model
-from electra.model import ElectraForPreTraining
-from electra.predict import Predictor
-from electra.pretrained import save_pretrained
-from electra.runtime import Runtime, configure_process
+from electra.config import preset
+from electra.data.tokenizer import train_tokenizer
+from electra.engine.runtime import Runtime, configure_process
+from electra.finetuning.config import FinetuneConfig, resolve_recipe
+from electra.finetuning.loop import train_model
+from electra.finetuning.predict import Predictor
+from electra.hf.export import export_finetuned
+from electra.hf.finetuned import save_finetuned
+from electra.hf.pretrained import save_pretrained
+from electra.model.electra import ElectraForPreTraining
 from electra.tasks import get_task
-from electra.tokenizer import train_tokenizer
 
 
 def sentences(glue: Path, n: int) -> list[str]:

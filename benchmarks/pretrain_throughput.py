@@ -6,7 +6,7 @@ All three train the same ELECTRA pair (generator sharing the discriminator's emb
 layer tied to the word table) with the same masking rate, Gumbel sampling, loss weights, AdamW and
 clipping, on the same random token batches, and are timed in alternation in one process:
 
-- ours: `electra.objectives` on `electra.model` (masked-slot generator head, SDPA attention);
+- ours: `electra.objectives` on `electra.model.electra` (masked-slot generator head, SDPA attention);
 - careful peer: Hugging Face `ElectraForMaskedLM` + `ElectraForPreTraining` in a lean loop that
   gathers the masked positions before the generator's output head;
 - common peer: lucidrains' `electra-pytorch` 0.1.2 (`pip install --no-deps electra-pytorch==0.1.2`)
@@ -15,13 +15,13 @@ clipping, on the same random token batches, and are timed in alternation in one 
 `--compile` compiles our objective and the careful peer's forward and losses alike
 (`--compile-mode reduce-overhead` replays them as CUDA graphs on a GPU).
 
-Model FLOPs are counted analytically (`electra.flops.model_flops_per_step`: matmuls only, training as
+Model FLOPs are counted analytically (`electra.model.flops.model_flops_per_step`: matmuls only, training as
 3x forward, the vocabulary head at masked positions only) and are the same useful work for all
 three; achieved FLOP/s is divided by this machine's matmul peak for the precision: the best of
 measurements taken once a round between the timed steps, so a peak caught in a slow moment of a
 shared machine does not flatter the fraction; in fp32 on CPU, the best of MKL's and oneDNN's
 products, so that a library we avoid for being slow does not flatter it either.
-On CPU all three run with the malloc setting `electra pretrain` applies (`electra.host_memory`), so
+On CPU all three run with the malloc setting `electra pretrain` applies (`electra.engine.host_memory`), so
 the ratios compare the training code alone; `--default-malloc` leaves malloc as it is.
 """
 
@@ -43,16 +43,16 @@ import torch
 import torch.nn.functional as F
 
 from electra.config import COMPILE_MODES, generator_config, preset
-from electra.flops import model_flops_per_step
-from electra.graphs import GraphedTrainStep
-from electra.host_memory import keep_freed_memory
-from electra.kernels import onednn_mm
+from electra.data.tokenizer import SpecialIds
+from electra.engine.graphs import GraphedTrainStep
+from electra.engine.host_memory import keep_freed_memory
+from electra.engine.optim import build_optimizer, param_groups
+from electra.engine.runtime import prepare_model
+from electra.engine.step import Window, train_step
+from electra.model.flops import model_flops_per_step
+from electra.model.kernels import onednn_mm
 from electra.objectives import build_objective
 from electra.objectives.masking import mask_tokens
-from electra.optim import build_optimizer, param_groups
-from electra.runtime import prepare_model
-from electra.step import Window, train_step
-from electra.tokenizer import SpecialIds
 
 SPECIAL = SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)  # BERT's uncased ids
 
@@ -115,8 +115,8 @@ def with_cuda_graph(cfg):
 
 
 def ours(cfg, device):
-    """The trainer's own step (`electra.step.train_step`: statistics window, non-finite guard
-    and all), or with --cuda-graph its whole-step CUDA graph (`electra.graphs`)."""
+    """The trainer's own step (`electra.engine.step.train_step`: statistics window, non-finite guard
+    and all), or with --cuda-graph its whole-step CUDA graph (`electra.engine.graphs`)."""
     objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len)
     objective = prepare_model(objective, device, cfg.train.kernels)
     optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
@@ -238,7 +238,7 @@ def sync(device):
 def matmul_peak(device, precision, n=4096, reps=5) -> float:
     """FLOP/s of a large square matrix product at this precision: the achievable peak. In fp32 on CPU
     the best of torch's two libraries, MKL (`a @ b`) and oneDNN (its linear, which
-    `electra.kernels` uses where it is faster); bf16 products on CPU already go through oneDNN."""
+    `electra.model.kernels` uses where it is faster); bf16 products on CPU already go through oneDNN."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
@@ -348,7 +348,7 @@ def main() -> None:
         "--default-malloc",
         action="store_true",
         help="leave glibc's malloc as it is; otherwise every implementation runs with the setting "
-        "`electra pretrain` uses on CPU (electra.host_memory: freed pages stay in the process)",
+        "`electra pretrain` uses on CPU (electra.engine.host_memory: freed pages stay in the process)",
     )
     args = p.parse_args()
     if torch.device(args.device).type == "cpu" and not args.default_malloc:

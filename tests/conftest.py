@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from electra.config import ModelConfig, ObjectiveConfig, apply_overrides, preset
-from electra.data import prepare
-from electra.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
+from electra.data.prepare import prepare
+from electra.data.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
 
 # Tests read local folders only; should one name a hub model by mistake, it fails here at once
 # rather than reaching for the network.
@@ -121,8 +121,8 @@ def task_tokenizer(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_pretrained(tmp_path_factory, task_tokenizer):
     """A tiny randomly initialized discriminator folder, as `electra pretrain` writes one."""
-    from electra.model import ElectraForPreTraining
-    from electra.pretrained import save_pretrained
+    from electra.hf.pretrained import save_pretrained
+    from electra.model.electra import ElectraForPreTraining
 
     out = tmp_path_factory.mktemp("pretrained") / "discriminator"
     torch.manual_seed(0)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import torch
 
-from electra.config import FinetuneConfig
-from electra.finetune import finetune
-from electra.model import ElectraForPreTraining
-from electra.pretrained import save_pretrained
-from electra.tokenizer import train_tokenizer
+from electra.data.tokenizer import train_tokenizer
+from electra.finetuning.config import FinetuneConfig
+from electra.finetuning.run import finetune
+from electra.hf.pretrained import save_pretrained
+from electra.model.electra import ElectraForPreTraining
 
 from .conftest import shared_data, tiny_model_config
 

@@ -8,13 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from electra.finetune import (
-    baseline_scores,
-    baseline_warning,
-    judge,
-    read_split,
-    summary_lines,
-)
+from electra.finetuning.baselines import baseline_scores, baseline_warning, judge, summary_lines
+from electra.finetuning.results import read_split
 from electra.tasks import get_task
 from electra.tasks.glue import Example
 from electra.tasks.ner import Sentence

@@ -43,10 +43,10 @@ def run_script(monkeypatch, name: str, *args) -> None:
 def toy(tmp_path_factory):
     """glue/ (the first rows of five real GLUE tasks), model/ (a tiny random discriminator with a
     WordPiece vocabulary of their text) and data/ (that text prepared at seq len 128)."""
-    from electra.data import prepare
-    from electra.model import ElectraForPreTraining
-    from electra.pretrained import save_pretrained
-    from electra.tokenizer import save_tokenizer, train_tokenizer
+    from electra.data.prepare import prepare
+    from electra.data.tokenizer import save_tokenizer, train_tokenizer
+    from electra.hf.pretrained import save_pretrained
+    from electra.model.electra import ElectraForPreTraining
 
     source = shared_data("glue")
     root = tmp_path_factory.mktemp("bench")
@@ -225,8 +225,8 @@ def test_table5_plot(toy, tmp_path, monkeypatch):
     from dataclasses import asdict
 
     from electra.atomic import write_json_atomic
-    from electra.data import PretrainingData
-    from electra.experiment import Plan, parse_arm, resolve, write_results
+    from electra.data.store import PretrainingData
+    from electra.recipes.experiment import Plan, parse_arm, resolve, write_results
 
     folders = []
     for name, arms in (("a", ["electra", "mlm"]), ("b", ["electra"])):

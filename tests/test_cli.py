@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra import kernels
-from electra.cli import main
+from electra.cli.main import main
+from electra.model import kernels
 
 
 def run_cli(capsys, *argv):

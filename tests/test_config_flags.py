@@ -8,10 +8,10 @@ from dataclasses import fields
 
 import pytest
 
-from electra.cli import build_parser, config_flags_given, resolve_run_config
+from electra.cli.flags import config_flags_given, resolve_run_config
+from electra.cli.main import build_parser
 from electra.config import (
     DataConfig,
-    FinetuneConfig,
     ModelConfig,
     ObjectiveConfig,
     OptimConfig,
@@ -20,6 +20,7 @@ from electra.config import (
     field_docs,
 )
 from electra.errors import ElectraError
+from electra.finetuning.config import FinetuneConfig
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
@@ -102,7 +103,7 @@ def test_a_misspelt_or_bad_pretraining_flag_is_one_clear_error():
 
 
 def test_finetuning_flags_reach_the_recipe():
-    from electra.cli import _finetune_settings
+    from electra.cli.commands import _finetune_settings
 
     args = build_parser().parse_args(
         ["finetune", "--model", "m", "--task", "sst2", "--data", "d", "--out", "o"]

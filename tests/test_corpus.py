@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.corpus import ReadStats, iter_documents, resolve_paths
+from electra.data.corpus import ReadStats, iter_documents, resolve_paths
 from electra.errors import ElectraError
 
 from .conftest import shared_data as need

@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from electra import cpu_threads
-from electra.cli import main
+from electra.cli.main import main
+from electra.engine import cpu_threads
 
 
 def test_threads_flag_sets_torch_threads(tiny_pretrained, capsys):

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-import electra.data
-from electra.data import BatchStream, CarryingBuilder, ExampleBuilder, PretrainingData, prepare
+import electra.data.prepare
+from electra.data.prepare import CarryingBuilder, ExampleBuilder, prepare
+from electra.data.store import BatchStream, PretrainingData
+from electra.data.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
 from electra.errors import ElectraError
-from electra.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
 
 from .conftest import shared_data as need
 
@@ -328,7 +329,7 @@ def test_random_target_lengths_are_between_5_and_max_len():
 
 def test_identical_bytes_on_rerun_and_for_any_worker_count(tmp_path, word_tok, monkeypatch):
     # Small chunks and shards so that chunks, the in-flight window and shards all interleave.
-    monkeypatch.setattr(electra.data, "CHUNK_DOCS", 40)
+    monkeypatch.setattr(electra.data.prepare, "CHUNK_DOCS", 40)
     corpus = marker_corpus(tmp_path / "docs.txt", num_docs=500, seed=3)
     outs = []
     for run, workers in enumerate([1, 2, 2, 3]):
@@ -342,7 +343,9 @@ def test_identical_bytes_on_rerun_and_for_any_worker_count(tmp_path, word_tok, m
 
 def test_real_text_identical_with_one_or_two_workers(tmp_path, wiki_tok, monkeypatch):
     source = str(need("wikitext-2-raw/wiki.valid.raw"))
-    monkeypatch.setattr(electra.data, "CHUNK_DOCS", 100)  # several chunks, so the pool is used
+    monkeypatch.setattr(
+        electra.data.prepare, "CHUNK_DOCS", 100
+    )  # several chunks, so the pool is used
     prepare([source], wiki_tok, 128, tmp_path / "one", workers=1)
     prepare([source], wiki_tok, 128, tmp_path / "two", workers=2)
     assert files_bytes(tmp_path / "one") == files_bytes(tmp_path / "two")
@@ -406,7 +409,7 @@ def test_interrupt_removes_temp_folder_and_keeps_old_output(tmp_path, word_tok, 
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(electra.data, "_pack_chunk", interrupted)
+    monkeypatch.setattr(electra.data.prepare, "_pack_chunk", interrupted)
     with pytest.raises(KeyboardInterrupt):
         prepare([corpus], word_tok, 32, tmp_path / "out", workers=1, overwrite=True, seed=7)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.txt", "out"]
@@ -558,7 +561,7 @@ def test_batch_stream_needs_enough_examples(unique_data):
 
 
 def test_prepare_command_reports_tokens_read_kept_and_dropped(tmp_path, word_tok, capsys):
-    from electra.cli import main
+    from electra.cli.main import main
 
     # Ten words a line, lines that overflow a 16-long example: the official rule drops tokens.
     write_docs(tmp_path / "c.txt", [[" ".join(f"w{i}" for i in range(10))] * 20] * 3)

@@ -5,10 +5,10 @@ import re
 import pytest
 import torch
 
-from electra.checkpoint import latest_complete
-from electra.cli import main
-from electra.heldout import _scores, summary
-from electra.train import StopRequest
+from electra.cli.main import main
+from electra.engine.checkpoint import latest_complete
+from electra.engine.heldout import _scores, summary
+from electra.engine.train import StopRequest
 
 
 def test_held_out_scores_against_chance_by_hand():

@@ -17,13 +17,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from electra.checkpoint import checkpoint_dirs
-from electra.data import BatchStream, PretrainingData
-from electra.distributed import World, init_process_group
+from electra.data.store import BatchStream, PretrainingData
+from electra.engine.checkpoint import checkpoint_dirs
+from electra.engine.distributed import World, init_process_group
+from electra.engine.tracking import read_metrics
+from electra.engine.train import pretrain
 from electra.errors import ElectraError
-from electra.kernels import cpu_info
-from electra.tracking import read_metrics
-from electra.train import pretrain
+from electra.model.kernels import cpu_info
 
 from .conftest import tiny_cfg
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from electra import experiment
-from electra.cli import main
-from electra.data import PretrainingData
+from electra.cli.main import main
+from electra.data.store import PretrainingData
 from electra.errors import ElectraError
-from electra.experiment import Arm, Plan, arm_config, parse_arm, resolve
-from electra.flops import official_train_flops
+from electra.model.flops import official_train_flops
+from electra.recipes import experiment
+from electra.recipes.experiment import Arm, Plan, arm_config, parse_arm, resolve
 
 from .conftest import shared_data
 
@@ -113,7 +113,7 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
         raise AssertionError("redone")
 
     monkeypatch.setattr(experiment, "pretrain", refuse)
-    monkeypatch.setattr("electra.finetune.finetune", refuse)
+    monkeypatch.setattr("electra.finetuning.run.finetune", refuse)
     assert main(args) == 0
     capsys.readouterr()
     # Another plan into the same folder is refused in one line.
@@ -122,7 +122,7 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
 
 
 def test_an_arm_runs_in_one_process_at_a_time(tmp_path):
-    from electra.experiment import ArmLock
+    from electra.recipes.experiment import ArmLock
 
     with ArmLock(tmp_path / "electra") as mine:
         assert mine

@@ -11,10 +11,10 @@ import math
 import pytest
 import torch
 
-from electra import export
 from electra.errors import ElectraError
-from electra.export import exact_classification_head
-from electra.finetune import load_finetuned
+from electra.hf import export
+from electra.hf.export import exact_classification_head
+from electra.hf.finetuned import load_finetuned
 
 from .finetuned_models import CONTEXT, best_seed, data_dirs, finetuned
 from .test_cli import assert_one_line_error, run_cli

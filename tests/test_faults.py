@@ -11,16 +11,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from electra import checkpoint
-from electra.checkpoint import checkpoint_dirs, is_complete
 from electra.config import TrainConfig
+from electra.engine import checkpoint
+from electra.engine.checkpoint import checkpoint_dirs, is_complete
+from electra.engine.optim import build_optimizer
+from electra.engine.runlock import RunLock
+from electra.engine.step import Window, train_step
+from electra.engine.tracking import read_metrics
+from electra.engine.train import pretrain
 from electra.errors import ElectraError
 from electra.objectives.electra import ReplacedTokenDetection
-from electra.optim import build_optimizer
-from electra.runlock import RunLock
-from electra.step import Window, train_step
-from electra.tracking import read_metrics
-from electra.train import pretrain
 
 from .conftest import tiny_cfg
 

@@ -11,17 +11,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from electra import runtime
-from electra.config import FinetuneConfig, resolve_recipe
+from electra.data.tokenizer import SpecialIds
+from electra.engine import runtime
+from electra.engine.graphs import ShapeGraphs
+from electra.engine.optim import build_optimizer, set_learning_rate
+from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
-from electra.finetune import finetune_config, layerwise_groups, predict, trim
-from electra.graphs import ShapeGraphs
-from electra.optim import build_optimizer, set_learning_rate
-from electra.runtime import Runtime
+from electra.finetuning.config import FinetuneConfig, resolve_recipe
+from electra.finetuning.loop import layerwise_groups, predict, trim
+from electra.hf.finetuned import finetune_config
 from electra.tasks import get_task
 from electra.tasks.base import pack
 from electra.tasks.ner import IGNORE, read_conll
-from electra.tokenizer import SpecialIds
 
 from .conftest import WORDS, shared_data, tiny_model_config
 from .test_cli import assert_one_line_error, run_cli
@@ -598,7 +599,7 @@ def test_pretrained_weights_load_and_random_init_does_not(tmp_path, capsys, tiny
 
 def test_an_hf_folder_fine_tunes(tmp_path, capsys, task_tokenizer):
     transformers = pytest.importorskip("transformers")
-    from electra.tokenizer import save_tokenizer
+    from electra.data.tokenizer import save_tokenizer
 
     fields = asdict(tiny_model_config(vocab_size=task_tokenizer.get_vocab_size()))
     cfg = transformers.ElectraConfig(**fields)

@@ -9,8 +9,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from electra.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig, preset
-from electra.flops import encoder_forward_flops, model_flops_per_step, official_train_flops
-from electra.model import ElectraForMaskedLM, ElectraForPreTraining
+from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
+from electra.model.flops import (
+    encoder_forward_flops,
+    model_flops_per_step,
+    official_train_flops,
+)
 
 from .conftest import tiny_model_config
 

@@ -1,4 +1,4 @@
-"""The whole-step CUDA graph (`train.cuda_graph`, `finetune --cuda-graph`, electra.graphs):
+"""The whole-step CUDA graph (`train.cuda_graph`, `finetune --cuda-graph`, electra.engine.graphs):
 refused where it cannot run, and on a GPU, replays that train exactly as eager steps do, through
 every objective's schedule and over fine-tuning's batch shapes, and predict as eager calls do."""
 
@@ -9,18 +9,21 @@ import functools
 import pytest
 import torch
 
-from electra import finetune, runtime
-from electra.config import FinetuneConfig, ObjectiveConfig, TrainConfig
-from electra.distributed import World
+from electra.config import ObjectiveConfig, TrainConfig
+from electra.data.tokenizer import SpecialIds
+from electra.engine import runtime
+from electra.engine.distributed import World
+from electra.engine.graphs import GraphedTrainStep, check_graphable
+from electra.engine.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
+from electra.engine.runtime import Runtime
+from electra.engine.step import Window, train_step
 from electra.errors import ElectraError
-from electra.graphs import GraphedTrainStep, check_graphable
+from electra.finetuning.config import FinetuneConfig
+from electra.finetuning.loop import predict as finetune_predict
+from electra.finetuning.loop import train_model
 from electra.objectives import OBJECTIVES, build_objective
-from electra.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
-from electra.runtime import Runtime
-from electra.step import Window, train_step
 from electra.tasks import get_task
 from electra.tasks.base import Encoded
-from electra.tokenizer import SpecialIds
 
 from .conftest import tiny_model_config
 
@@ -187,9 +190,7 @@ def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
     task = get_task("sst2")
     torch.manual_seed(0)
     model = task.build_model(model_cfg).cuda()
-    losses = finetune.train_model(
-        task, model, data, cfg, Runtime.of(cfg, torch.device("cuda")), seed=0
-    )
+    losses = train_model(task, model, data, cfg, Runtime.of(cfg, torch.device("cuda")), seed=0)
     weights = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     return weights, losses, captured
 
@@ -233,5 +234,5 @@ def test_captured_prediction_matches_eager(monkeypatch):
     monkeypatch.setattr(task, "decode", lambda examples, data, out: outputs.append(out) or [])
     for graphed in (False, True):
         cuda = Runtime(torch.device("cuda"), "fp32", cuda_graph=graphed)
-        finetune.predict(task, model, [], data, cuda)
+        finetune_predict(task, model, [], data, cuda)
     torch.testing.assert_close(outputs[1]["logits"], outputs[0]["logits"], rtol=1e-5, atol=1e-5)

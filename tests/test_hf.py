@@ -8,14 +8,14 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 
-from electra.cli import main
-from electra.data import prepare
+from electra.cli.main import main
+from electra.data.prepare import prepare
+from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
-from electra.export import check_exportable, export_hf
-from electra.model import ElectraForMaskedLM, ElectraForPreTraining
-from electra.pretrained import load_pretrained, save_pretrained
-from electra.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from electra.tracking import read_metrics
+from electra.hf.export import check_exportable, export_hf
+from electra.hf.pretrained import load_pretrained, save_pretrained
+from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
 
 from .conftest import shared_data, tiny_model_config
 

@@ -11,10 +11,10 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from electra.finetune import load_encoder, load_finetuned
-from electra.model import ElectraModel
+from electra.data.tokenizer import save_tokenizer
+from electra.hf.finetuned import load_encoder, load_finetuned
+from electra.model.electra import ElectraModel
 from electra.tasks.qa import Question
-from electra.tokenizer import save_tokenizer
 
 from .conftest import WORDS, tiny_model_config
 from .test_cli import assert_one_line_error, run_cli

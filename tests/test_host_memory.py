@@ -4,7 +4,7 @@ import resource
 import pytest
 import torch
 
-from electra.host_memory import keep_freed_memory
+from electra.engine.host_memory import keep_freed_memory
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc malloc's")

@@ -4,7 +4,7 @@ read a value back to the host, checked without a GPU.
 On a GPU a host read (`.item()`, `.cpu()`, a boolean mask index, `nonzero`, `if tensor:`) stalls
 Python until the device catches up, and it breaks CUDA-graph capture. `HostReads` counts every op
 that would do so while a step runs on CPU: the aten ops through a dispatch mode, the Tensor methods
-that bypass dispatch on CPU by wrapping them. The CPU-only kernels of `electra.kernels` (cheap
+that bypass dispatch on CPU by wrapping them. The CPU-only kernels of `electra.model.kernels` (cheap
 dropout bits drawn on the host) are switched off, so the step takes the path it takes on a GPU.
 """
 
@@ -18,13 +18,14 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from electra import kernels
-from electra.config import FinetuneConfig, ObjectiveConfig, TrainConfig
-from electra.finetune import layerwise_groups, task_step, trim
+from electra.config import ObjectiveConfig, TrainConfig
+from electra.engine.optim import build_optimizer, param_groups
+from electra.engine.step import Window, train_step
+from electra.finetuning.config import FinetuneConfig
+from electra.finetuning.loop import layerwise_groups, task_step, trim
+from electra.finetuning.packing import pack_batch
+from electra.model import kernels
 from electra.objectives import OBJECTIVES, build_objective
-from electra.optim import build_optimizer, param_groups
-from electra.packing import pack_batch
-from electra.step import Window, train_step
 from electra.tasks import get_task
 from electra.tasks.ner import IGNORE
 

@@ -5,10 +5,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra import kernels
 from electra.config import ObjectiveConfig
+from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
-from electra.kernels import (
+from electra.model import kernels
+from electra.model.electra import ElectraForPreTraining, ElectraSelfAttention
+from electra.model.kernels import (
     CheapDropout,
     OneDnnLinear,
     PerHeadSelfAttention,
@@ -18,9 +20,7 @@ from electra.kernels import (
     linear,
     use_kernels,
 )
-from electra.model import ElectraForPreTraining, ElectraSelfAttention
 from electra.objectives import build_objective
-from electra.tokenizer import SpecialIds
 
 from .conftest import tiny_model_config
 

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from electra.config import FinetuneConfig
 from electra.errors import ElectraError
+from electra.finetuning.config import FinetuneConfig
 from electra.tasks import get_task
 
 from .test_cli import assert_one_line_error, run_cli

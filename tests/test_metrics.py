@@ -10,8 +10,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from electra import metrics
-from electra.tasks import get_task
+from electra.tasks import get_task, metrics
 
 
 def glue_preds(task, gold, pred):

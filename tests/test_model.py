@@ -9,7 +9,11 @@ import pytest
 import torch
 
 from electra.config import generator_config, preset
-from electra.model import ElectraForMaskedLM, ElectraForPreTraining, count_parameters
+from electra.model.electra import (
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+    count_parameters,
+)
 from electra.objectives import build_objective
 
 # docs/specification.md §Model sizes: discriminator embeddings + encoder, and generator parameters
@@ -121,14 +125,18 @@ def test_padding_does_not_change_real_token_outputs(tiny_model):
     assert torch.allclose(a, b, atol=1e-5)
 
 
-@pytest.mark.parametrize("module", ["model", "heads"])
+@pytest.mark.parametrize("module", ["electra", "heads"])
 def test_the_model_is_plain_pytorch(module):
-    """The CPU kernels are put in from outside (`electra.kernels.use_kernels`), never imported."""
-    source = (Path(__file__).resolve().parent.parent / "electra" / f"{module}.py").read_text()
+    """The CPU kernels are put in from outside (`electra.model.kernels.use_kernels`), never imported."""
+    source = (
+        Path(__file__).resolve().parent.parent / "electra" / "model" / f"{module}.py"
+    ).read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
             imported |= {node.module or ""} | {f"{node.module}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
             imported |= {a.name for a in node.names}
-    assert not {name for name in imported if name.startswith(("electra.kernels", "electra.ops"))}
+    assert not {
+        name for name in imported if name.startswith(("electra.model.kernels", "electra.ops"))
+    }

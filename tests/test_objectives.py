@@ -11,10 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.cli import main
+from electra.cli.main import main
 from electra.config import ObjectiveConfig, RunConfig, apply_overrides, generator_config
+from electra.engine.tracking import read_metrics
+from electra.engine.train import pretrain
 from electra.errors import ElectraError
-from electra.export import check_exportable, export_hf
+from electra.hf.export import check_exportable, export_hf
+from electra.hf.pretrained import load_pretrained
 from electra.objectives import (
     OBJECTIVES,
     build_objective,
@@ -25,9 +28,6 @@ from electra.objectives.adversarial import reinforce_loss
 from electra.objectives.masking import selected_positions
 from electra.objectives.mlm import copy_mixture_log_prob
 from electra.objectives.sharing import plain
-from electra.pretrained import load_pretrained
-from electra.tracking import read_metrics
-from electra.train import pretrain
 
 from .conftest import tiny_cfg
 from .test_objective import _batch
@@ -408,7 +408,7 @@ def test_objective_learns_through_the_trainer(wikitext_data, tmp_path, arm):
 
 
 def test_flops_count_each_objectives_networks():
-    from electra.flops import official_train_flops
+    from electra.model.flops import official_train_flops
 
     base = apply_overrides(RunConfig(), {"train.steps": 100})
     electra = official_train_flops(base)

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from electra.config import TrainConfig
-from electra.objectives import build_objective
-from electra.optim import (
+from electra.engine.optim import (
     PINNED_STEP,
     AdamWNoBiasCorrection,
     build_optimizer,
@@ -19,6 +18,7 @@ from electra.optim import (
     param_groups,
     set_learning_rate,
 )
+from electra.objectives import build_objective
 
 
 def _params(seed=0):

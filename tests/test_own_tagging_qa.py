@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from electra.config import FinetuneConfig
 from electra.errors import ElectraError
+from electra.finetuning.config import FinetuneConfig
 from electra.tasks.qa import QaTask
 from electra.tasks.squad import SquadTask
 from electra.tasks.tagging import TaggingTask
@@ -39,9 +39,9 @@ def conll_sentences():
 @pytest.fixture(scope="module")
 def conll_model(tmp_path_factory, conll_sentences):
     """A tiny random discriminator whose vocabulary covers the sentences' words."""
-    from electra.model import ElectraForPreTraining
-    from electra.pretrained import save_pretrained
-    from electra.tokenizer import train_tokenizer
+    from electra.data.tokenizer import train_tokenizer
+    from electra.hf.pretrained import save_pretrained
+    from electra.model.electra import ElectraForPreTraining
 
     root = tmp_path_factory.mktemp("conll_model")
     (root / "c.txt").write_text("\n".join(" ".join(w) for w, _ in conll_sentences) + "\n")
@@ -81,7 +81,8 @@ def assert_entity_scores_recomputed(out):
 
 
 def test_tagging_jsonl_with_a_renamed_tag_set(tmp_path, conll_sentences, conll_model):
-    from electra.finetune import finetune, load_finetuned
+    from electra.finetuning.run import finetune
+    from electra.hf.finetuned import load_finetuned
 
     data = tmp_path / "data"
     data.mkdir()
@@ -105,7 +106,7 @@ def test_tagging_jsonl_with_a_renamed_tag_set(tmp_path, conll_sentences, conll_m
 
 
 def test_tagging_conll_columns_with_a_tag_column(tmp_path, conll_sentences, conll_model):
-    from electra.finetune import finetune
+    from electra.finetuning.run import finetune
 
     data = tmp_path / "data"
     data.mkdir()
@@ -246,7 +247,7 @@ def flat(question):
 
 
 def test_qa_squad_json_official_head(tmp_path, tiny_pretrained):
-    from electra.finetune import finetune
+    from electra.finetuning.run import finetune
 
     data = tmp_path / "data"
     data.mkdir()
@@ -263,7 +264,9 @@ def test_qa_squad_json_official_head(tmp_path, tiny_pretrained):
 
 
 def test_qa_flat_jsonl_linear_head(tmp_path, tiny_pretrained):
-    from electra.finetune import finetune, load_finetuned, score_predictions
+    from electra.finetuning.results import score_predictions
+    from electra.finetuning.run import finetune
+    from electra.hf.finetuned import load_finetuned
 
     data = tmp_path / "data"
     data.mkdir()
@@ -393,7 +396,7 @@ def test_qa_bad_input_names_file_line_and_what_to_do(tmp_path):
 
 
 def test_a_bad_file_stops_the_command_before_anything_is_written(tmp_path, capsys, tiny_pretrained):
-    from electra.cli import main
+    from electra.cli.main import main
 
     data = tmp_path / "data"
     data.mkdir()
@@ -413,8 +416,8 @@ def test_a_bad_file_stops_the_command_before_anything_is_written(tmp_path, capsy
 def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_head):
     """Batches are trimmed to their longest row: one of fewer tokens than n_best candidates
     still joins the others (each head's outputs keep a common width)."""
-    from electra.finetune import predict
-    from electra.runtime import Runtime
+    from electra.engine.runtime import Runtime
+    from electra.finetuning.loop import predict
     from electra.tasks.squad import Question
 
     long = [Question(f"l{i}", "where was the car ?", CONTEXT, (), False) for i in range(8)]
@@ -441,8 +444,8 @@ def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_h
     ],
 )
 def test_a_file_not_in_utf8_is_one_line_naming_it(tmp_path, task, name, raw):
-    from electra.finetune import read_split
-    from electra.predict import read_examples
+    from electra.finetuning.predict import read_examples
+    from electra.finetuning.results import read_split
     from electra.tasks import get_task
 
     path = tmp_path / name

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra import kernels
-from electra.finetune import trim
-from electra.heads import ElectraForSequenceClassification
-from electra.packing import first_fit, pack_batch
+from electra.finetuning.loop import trim
+from electra.finetuning.packing import first_fit, pack_batch
+from electra.model import kernels
+from electra.model.heads import ElectraForSequenceClassification
 
 from .conftest import tiny_model_config
 from .test_finetune import train_losses, varied_sst_dir

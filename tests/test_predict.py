@@ -198,8 +198,8 @@ def test_runtime_flags_override_the_fine_tuned_runtime(sst2, capsys, tmp_path):
     """predict and evaluate take the runtime flags generated from `RuntimeConfig` (those that
     inference reads): stock kernels give the same labels, --no-progress hides the bar, a bad
     value is one line, and a setting inference does not read is refused."""
-    from electra.finetune import load_for_inference
-    from electra.model import ElectraSelfAttention
+    from electra.hf.finetuned import load_for_inference
+    from electra.model.electra import ElectraSelfAttention
 
     model, data = sst2
     _, net, _, cfg, runtime = load_for_inference(model, {"kernels": "stock", "precision": "fp32"})

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from electra.predict import Predictor
+from electra.finetuning.predict import Predictor
 
 from .finetuned_models import data_dirs, finetuned
 from .test_cli import assert_one_line_error, run_cli
@@ -31,7 +31,7 @@ def regression(tmp_path_factory):
 
 
 def test_records_stream_out_until_a_bad_line_which_is_named(sst2, capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr("electra.predict.CHUNK", 2)
+    monkeypatch.setattr("electra.finetuning.predict.CHUNK", 2)
     lines = ["a fine film", "dull", "", "warm and kind", "one\ttwo", "never read"]
     stdin_lines(monkeypatch, "\n".join(lines) + "\n")
     code, stdout, err = predict_cli(capsys, sst2, "-")
@@ -48,7 +48,7 @@ def test_records_stream_out_until_a_bad_line_which_is_named(sst2, capsys, monkey
 def test_output_is_flushed_chunk_by_chunk(sst2, capsys, monkeypatch):
     """What the reader of a pipe sees: each chunk's records written and flushed before the next
     chunk is read."""
-    monkeypatch.setattr("electra.predict.CHUNK", 3)
+    monkeypatch.setattr("electra.finetuning.predict.CHUNK", 3)
     seen = []
 
     class Lines:
@@ -65,7 +65,7 @@ def test_output_is_flushed_chunk_by_chunk(sst2, capsys, monkeypatch):
             seen.append(("flush", None))
 
     monkeypatch.setattr("sys.stdout", Out())
-    from electra.predict import predict_inputs
+    from electra.finetuning.predict import predict_inputs
 
     assert predict_inputs(sst2, ["-"], stdin=Lines()) == 7
     writes = [(i, n) for i, (kind, n) in enumerate(seen) if kind == "write"]

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from electra.checkpoint import checkpoint_dirs
-from electra.data import PretrainingData
+from electra.data.store import PretrainingData
+from electra.engine.checkpoint import checkpoint_dirs
+from electra.engine.runlock import LOCK_FILE
+from electra.engine.train import pretrain, resolve_run
 from electra.errors import ElectraError
-from electra.runlock import LOCK_FILE
-from electra.train import pretrain, resolve_run
 from tests.conftest import tiny_cfg
 
 

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.errors import ElectraError
-from electra.tokenizer import (
+from electra.data.tokenizer import (
     SPECIAL_TOKENS,
     SpecialIds,
     fingerprint,
@@ -15,6 +14,7 @@ from electra.tokenizer import (
     special_ids,
     train_tokenizer,
 )
+from electra.errors import ElectraError
 
 TEXT = """The quick brown fox jumps over the lazy dog.
 A Café in Zürich serves coffee; the coffee is strong.
@@ -150,7 +150,7 @@ def test_fingerprint_equal_for_equal_tokenizers_and_differs_otherwise(corpus, to
 
 
 def test_cli_says_when_the_corpus_gave_fewer_tokens_than_asked(corpus, tmp_path, capsys):
-    from electra.cli import main
+    from electra.cli.main import main
 
     out = tmp_path / "tok"
     assert (

@@ -8,7 +8,7 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from electra.tracking import auc_from_histograms, auc_histograms
+from electra.engine.tracking import auc_from_histograms, auc_histograms
 
 
 def test_histogram_auc_matches_sklearn_over_several_batches():

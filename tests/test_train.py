@@ -11,16 +11,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from electra.checkpoint import checkpoint_dirs
-from electra.cli import main
+from electra.cli.main import main
 from electra.config import RunConfig, apply_overrides, preset
-from electra.data import prepare
-from electra.detect import detect
-from electra.flops import official_train_flops
-from electra.pretrained import load_pretrained
-from electra.tokenizer import save_tokenizer, train_tokenizer
-from electra.tracking import read_metrics
-from electra.train import pretrain
+from electra.data.prepare import prepare
+from electra.data.tokenizer import save_tokenizer, train_tokenizer
+from electra.engine.checkpoint import checkpoint_dirs
+from electra.engine.detect import detect
+from electra.engine.tracking import read_metrics
+from electra.engine.train import pretrain
+from electra.hf.pretrained import load_pretrained
+from electra.model.flops import official_train_flops
 
 from .conftest import shared_data, tiny_cfg
 
@@ -116,7 +116,7 @@ def test_sigterm_stops_with_a_checkpoint_and_its_metrics(wikitext_data, tmp_path
     """SIGTERM (as `timeout` sends) after step 3 of 6, between logging steps (2, 4, 6): the run stops
     after that step with a checkpoint, and logs the steps since the last logging step, so a
     stopped run's metrics (its training FLOPs among them) reach the step it stopped at."""
-    import electra.runtime as runtime
+    import electra.engine.runtime as runtime
 
     real_step, calls = runtime.train_step, []
 

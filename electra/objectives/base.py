@@ -2,7 +2,7 @@
 corruption steps the objectives are built from.
 
 An objective is an `nn.Module` that owns the networks it trains and maps a batch to a loss plus
-detached statistics; the encoders in `electra.model` know nothing of it. Each objective is one
+detached statistics; the encoders in `electra.model.electra` know nothing of it. Each objective is one
 class registered under its `objective.name`; the trainer builds it with `build_objective`, calls
 `begin_step` before each optimizer step and the module itself on each micro-batch.
 """
@@ -18,12 +18,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, RunConfig
+from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
-from electra.model import ElectraForMaskedLM, gather_positions
+from electra.model.electra import ElectraForMaskedLM, gather_positions
 from electra.objectives.losses import masked_lm_loss, weighted_mean
 from electra.objectives.masking import Masked, mask_tokens, replace_tokens
 from electra.objectives.sampling import sample_categorical, sample_tokens
-from electra.tokenizer import SpecialIds
 
 OBJECTIVES: dict[str, type[Objective]] = {}
 
@@ -92,7 +92,7 @@ class Objective(nn.Module):
     # (docs/specification.md §Weight sharing).
     sharings: ClassVar[tuple[str, ...]] = ("none", "embeddings")
     # True when its networks start training at different steps: the optimizer then keeps a
-    # step count per network (`electra.optim.param_groups`).
+    # step count per network (`electra.engine.optim.param_groups`).
     staged: ClassVar[bool] = False
 
     def __init__(
@@ -139,7 +139,7 @@ class Objective(nn.Module):
 
     def graph_key(self) -> Hashable:
         """What of the state `begin_step` sets changes the step's computation: a step captured
-        as a CUDA graph (`electra.graphs`) is captured again when this changes."""
+        as a CUDA graph (`electra.engine.graphs`) is captured again when this changes."""
         return None
 
     def masked_lm_step(

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig
-from electra.model import ElectraForMaskedLM, ElectraForPreTraining
+from electra.data.tokenizer import SpecialIds
+from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
 from electra.objectives.base import (
     Corruption,
     Objective,
@@ -23,7 +24,6 @@ from electra.objectives.base import (
 )
 from electra.objectives.masking import selected_positions
 from electra.objectives.sharing import build_pair, plain
-from electra.tokenizer import SpecialIds
 
 
 @register("electra")

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, generator_config
-from electra.model import (
+from electra.data.tokenizer import SpecialIds
+from electra.model.electra import (
     ElectraEmbeddings,
     ElectraForPreTraining,
     ElectraGeneratorPredictions,
@@ -48,7 +49,6 @@ from electra.objectives.masking import (
     write_slots,
 )
 from electra.objectives.sampling import sample_categorical, sample_tokens
-from electra.tokenizer import SpecialIds
 
 
 class TwoTowerClozeGenerator(nn.Module):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from electra.config import ObjectiveConfig
-from electra.tokenizer import SpecialIds
+from electra.data.tokenizer import SpecialIds
 
 
 @dataclass

@@ -20,12 +20,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig
-from electra.model import ElectraDiscriminatorPredictions, ElectraForMaskedLM, init_weights
+from electra.data.tokenizer import SpecialIds
+from electra.model.electra import (
+    ElectraDiscriminatorPredictions,
+    ElectraForMaskedLM,
+    init_weights,
+)
 from electra.objectives.base import Objective, StepOutput, register
 from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
 from electra.objectives.masking import predictable
 from electra.objectives.sharing import build_pair
-from electra.tokenizer import SpecialIds
 
 
 @register("mlm")

@@ -19,7 +19,7 @@ from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, generator_config
 from electra.errors import ElectraError
-from electra.model import (
+from electra.model.electra import (
     ElectraEmbeddings,
     ElectraForMaskedLM,
     ElectraForPreTraining,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import difflib
 
-from electra.config import FinetuneConfig
 from electra.errors import ElectraError
+from electra.finetuning.config import FinetuneConfig
 from electra.tasks.base import Task
 from electra.tasks.glue import GLUE, GlueTask
 from electra.tasks.ner import NerTask

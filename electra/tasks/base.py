@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from electra.config import ModelConfig
+from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
-from electra.tokenizer import SpecialIds
 
 Batch = dict[str, torch.Tensor]
 
@@ -44,7 +44,7 @@ class Task:
     eval_batch_size: int = 64
     main_metric: str = ""
     token_outputs: tuple[str, ...] = ()  # outputs of `infer` with one value per token
-    # `losses` takes packed batches (electra.packing): tasks with one output per example
+    # `losses` takes packed batches (electra.finetuning.packing): tasks with one output per example
     packable: bool = False
     # split name -> {evaluation set name: candidate file names}; one set for most tasks.
     files: dict[str, dict[str, tuple[str, ...]]] = {}

@@ -16,13 +16,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from electra import metrics
+import electra.tasks.metrics as metrics
 from electra.atomic import write_text_atomic
 from electra.config import ModelConfig
+from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.heads import ElectraForSequenceClassification
+from electra.model.heads import ElectraForSequenceClassification
 from electra.tasks.base import Encoded, Task, pack, require_suffix, to_tensors, token_ids
-from electra.tokenizer import special_ids
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,7 @@ class GlueTask(Task):
         )
 
     def training_logits(self, model, batch) -> torch.Tensor:
-        """The head's logits [B, outputs] for a training batch, packed (electra.packing) or not."""
+        """The head's logits [B, outputs] for a training batch, packed (electra.finetuning.packing) or not."""
         return model(
             batch["input_ids"],
             batch["token_type_ids"],

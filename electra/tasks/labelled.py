@@ -25,9 +25,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from electra import metrics
-from electra.config import FinetuneConfig
+import electra.tasks.metrics as metrics
 from electra.errors import ElectraError
+from electra.finetuning.config import FinetuneConfig
 from electra.tasks.glue import Columns, Example, GlueSpec, GlueTask, line_texts
 from electra.tasks.tables import SPLITS, DataSource, Table, read_table, split_file
 

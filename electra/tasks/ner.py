@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from electra import metrics
+import electra.tasks.metrics as metrics
+from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.heads import ElectraForTokenClassification
+from electra.model.heads import ElectraForTokenClassification
 from electra.tasks.base import Encoded, Task, require_suffix
-from electra.tokenizer import special_ids
 
 IGNORE = -100
 CONLL_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")

@@ -23,8 +23,8 @@ import copy
 import json
 from pathlib import Path
 
-from electra.config import FinetuneConfig
 from electra.errors import ElectraError
+from electra.finetuning.config import FinetuneConfig
 from electra.tasks.squad import Question, SquadTask, _line_of, read_squad, squad_settings
 
 

@@ -28,13 +28,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from electra import metrics
+import electra.tasks.metrics as metrics
 from electra.atomic import write_json_atomic
-from electra.config import QA_HEADS
+from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.heads import ElectraForQuestionAnswering, ElectraForSpanQuestionAnswering
+from electra.finetuning.config import QA_HEADS
+from electra.model.heads import ElectraForQuestionAnswering, ElectraForSpanQuestionAnswering
 from electra.tasks.base import Encoded, Task, require_suffix, to_tensors, token_ids
-from electra.tokenizer import special_ids
 
 ANSWERABILITY_WEIGHT = 0.5
 # The default null threshold of each head: the official test setting for the answerability logit,

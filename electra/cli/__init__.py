@@ -1,0 +1,1 @@
+"""The `electra` command line, a thin layer over the library."""

@@ -1,0 +1,317 @@
+"""The commands of `electra`: each one reads its flags and calls the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from electra.cli.flags import add_config_flags, config_flags_given, resolve_run_config
+from electra.errors import ElectraError
+
+
+def _out_dir_guard(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise ElectraError(f"{out} already exists: pass --overwrite or another --out")
+
+
+def cmd_tokenizer_train(args: argparse.Namespace) -> None:
+    from electra.atomic import atomic_dir
+    from electra.data.corpus import resolve_paths
+    from electra.data.tokenizer import save_tokenizer, train_tokenizer
+
+    out = Path(args.out)
+    _out_dir_guard(out, args.overwrite)
+    paths = resolve_paths(args.corpus)
+    tok = train_tokenizer(
+        paths, args.vocab_size, lowercase=not args.cased, min_frequency=args.min_frequency
+    )
+    if tok.get_vocab_size() <= 5:
+        raise ElectraError(
+            f"no text found in {', '.join(args.corpus)}: the tokenizer learned no tokens"
+        )
+    with atomic_dir(out) as tmp:
+        save_tokenizer(tok, tmp, lowercase=not args.cased)
+    size = tok.get_vocab_size()
+    print(f"{_short_vocab_note(size, args)}tokenizer with {size} tokens -> {out}")
+
+
+def _short_vocab_note(size: int, args: argparse.Namespace) -> str:
+    # --vocab-size is a ceiling, not a target: a small corpus runs out of pairs to merge first.
+    if size >= args.vocab_size:
+        return ""
+    times = "time" if args.min_frequency == 1 else "times"
+    return (
+        f"note: the corpus gave {size} tokens, fewer than --vocab-size {args.vocab_size} "
+        f"(WordPiece stops when no pair of pieces occurs --min-frequency {args.min_frequency} "
+        f"{times}); "
+    )
+
+
+def cmd_prepare(args: argparse.Namespace) -> None:
+    from electra.data.prepare import prepare
+
+    s = prepare(
+        args.corpus,
+        args.tokenizer,
+        seq_len=args.seq_len,
+        out_dir=args.out,
+        seed=args.seed,
+        workers=args.workers,
+        overwrite=args.overwrite,
+        packing=args.packing,
+    )
+    text = s["text_tokens"]
+    kept = text["kept"] / max(text["read"], 1)
+    print(
+        f"{s['examples']} examples, {s['tokens']} tokens in {s['shards']} shards from "
+        f"{s['documents']} documents (seq len {args.seq_len}) -> {args.out}\n"
+        f"corpus tokens: {text['read']} read, {text['kept']} kept ({kept:.1%}), "
+        f"{text['dropped']} dropped"
+    )
+
+
+def cmd_pretrain(args: argparse.Namespace, extra: list[str]) -> None:
+    from electra.engine.train import pretrain
+
+    cfg = resolve_run_config(args, extra)
+    out = args.resume or args.out or f"runs/{cfg.preset}"
+    pretrain(cfg, out, resume=bool(args.resume))
+
+
+def cmd_detect(args: argparse.Namespace) -> None:
+    from electra.engine.detect import detect, format_table
+
+    results = detect(args.model, args.text)
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results))
+        return
+    for text, tokens in zip(args.text, results, strict=True):
+        print(f"{text}\n{format_table(tokens)}\n")
+
+
+def cmd_score_text(args: argparse.Namespace) -> None:
+    from electra.engine.pll import pseudo_log_likelihood
+
+    results = pseudo_log_likelihood(args.model, args.text)
+    if args.json:
+        print(json.dumps(results))
+        return
+    for r in results:
+        print(f"{r['pll']:10.3f}  {r['tokens']:4d} tokens  {r['text']}")
+
+
+def cmd_experiment(args: argparse.Namespace) -> None:
+    from electra.recipes.experiment import Plan, parse_arm, run_experiment
+
+    def pairs(items: list[str], flag: str) -> dict[str, str]:
+        bad = [kv for kv in items if "=" not in kv]
+        if bad:
+            raise ElectraError(f"{flag} {bad[0]!r}: write key=value")
+        return dict(kv.split("=", 1) for kv in items)
+
+    if bool(args.task) != bool(args.task_data):
+        raise ElectraError(
+            "--task and --task-data go together: the task and the folder of its files"
+        )
+    tasks = args.tasks or ([] if args.task else ["mrpc", "stsb", "rte"])
+    plan = Plan(
+        preset=args.preset,
+        data=args.data,
+        glue=args.glue or "",
+        arms=[parse_arm(a) for a in args.arm],
+        tasks=[*tasks, *([args.task] if args.task else [])],
+        seeds=args.seeds,
+        flops=args.flops or 0.0,
+        steps=args.steps or 0,
+        points=args.points,
+        pretrain_set=pairs(args.pretrain_set, "--pretrain-set"),
+        finetune_set=pairs(args.finetune_set, "--finetune-set"),
+        task_data={args.task: args.task_data} if args.task else {},
+    )
+    run_experiment(plan, args.out)
+    print((Path(args.out) / "results.md").read_text(), end="")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from electra.hf.export import export_hf
+
+    for path in export_hf(args.model, args.out, overwrite=args.overwrite, step=args.step):
+        arch = json.loads((path / "config.json").read_text())["architectures"][0]
+        loader = AUTO_CLASSES.get(arch, arch)
+        print(f"{path}: loads with transformers' {loader} and AutoTokenizer.from_pretrained")
+
+
+# The Auto class that loads each exported architecture (its task's pipeline takes the folder too).
+AUTO_CLASSES = {
+    "ElectraForSequenceClassification": "AutoModelForSequenceClassification",
+    "ElectraForTokenClassification": "AutoModelForTokenClassification",
+    "ElectraForQuestionAnswering": "AutoModelForQuestionAnswering",
+}
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from electra.engine.plot import plot_run
+
+    print(plot_run(args.run, args.out))
+
+
+def cmd_presets(args: argparse.Namespace) -> None:
+    import torch
+
+    from electra.config import PRESETS, generator_config, preset
+    from electra.model.electra import (
+        ElectraForMaskedLM,
+        ElectraForPreTraining,
+        count_parameters,
+        format_count,
+    )
+
+    print(
+        f"{'preset':<8} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr"
+    )
+    for name in PRESETS:
+        c = preset(name)
+        with torch.device("meta"):  # sizes only, no memory
+            d = ElectraForPreTraining(c.model)
+            g = ElectraForMaskedLM(generator_config(c.model, c.objective), d.electra.embeddings)
+        gh = generator_config(c.model, c.objective).hidden_size
+        print(
+            f"{name:<8} {format_count(count_parameters(d.electra)):>14} "
+            f"{format_count(count_parameters(d, g) - count_parameters(d)):>14} {c.model.hidden_size:>5} "
+            f"{c.model.num_hidden_layers:>3} {c.model.embedding_size:>5} {gh:>5}  {c.data.seq_len:>3} "
+            f"{c.train.batch_size:>6}  {c.train.lr:g}"
+        )
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from electra.recipes.demo import run_demo
+
+    run_demo(args.out, steps=args.steps)
+
+
+def _finetune_settings(args: argparse.Namespace):
+    """The recipe's fields from their `--field-name` flags (only those given replace defaults)."""
+    from electra.hf.finetuned import finetune_config
+
+    return finetune_config(config_flags_given(args), source="the command line")
+
+
+def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
+    from electra.config import OptimConfig, RuntimeConfig
+    from electra.finetuning.config import FinetuneConfig
+
+    recipe = parser.add_argument_group(
+        "recipe (docs/specification.md §Fine-tuning; 0 = the task's or model size's default)"
+    )
+    shared = {f.name for f in fields(OptimConfig)} | {f.name for f in fields(RuntimeConfig)}
+    add_config_flags(recipe, FinetuneConfig, skip=shared)
+    recipe_defaults = FinetuneConfig()
+    for name, cls in (("optimizer", OptimConfig), ("runtime", RuntimeConfig)):
+        add_config_flags(parser.add_argument_group(name), cls, defaults=recipe_defaults)
+
+
+# Short flags for the pretraining settings set most often: `--steps 100` for `--train.steps 100`.
+def cmd_finetune(args: argparse.Namespace) -> None:
+    from electra.finetuning.baselines import summary_lines
+    from electra.finetuning.run import finetune
+
+    results = finetune(
+        args.model,
+        args.task,
+        _data_source(args, ("train",)),
+        args.out,
+        _finetune_settings(args),
+        overwrite=args.overwrite,
+        resume=args.resume,
+    )
+    for line in summary_lines(results, "dev"):
+        print(line)
+    for name, value in results.get("test_metrics", {}).items():  # a labelled test file of yours
+        print(f"{results['task']} test {name}: {value:.2f} (median over seeds)")
+    print(f"results and models -> {args.out}")
+
+
+def _data_source(args: argparse.Namespace, needed: tuple[str, ...]):
+    """--data (a folder, or one file), or the split files one by one: {split: file}."""
+    files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s)}
+    if args.data and files:
+        given = " ".join(f"--{s}" for s in files)
+        raise ElectraError(f"--data and {given} exclude each other: pass a folder or the files")
+    if args.data:
+        return args.data
+    missing = [f"--{s} FILE" for s in needed if s not in files]
+    if missing:
+        raise ElectraError(
+            f"no data: pass --data FOLDER (holding the split files) or {' and '.join(missing)}"
+        )
+    return files
+
+
+def _evaluated_split(args: argparse.Namespace) -> str:
+    """--split, else the split of the one file given (`--test FILE` evaluates test), else dev."""
+    if args.split:
+        return args.split
+    given = [s for s in ("train", "dev", "test") if getattr(args, s)]
+    return given[0] if len(given) == 1 and not args.data else "dev"
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from electra.finetuning.baselines import summary_lines
+    from electra.finetuning.evaluate import evaluate
+
+    split = _evaluated_split(args)
+    data = _data_source(args, (split,))
+    results = evaluate(
+        args.model, data, split, args.out, args.task, runtime=config_flags_given(args)
+    )
+    for line in summary_lines(results, split):
+        print(line)
+    for name in results["submission_files"]:
+        print(f"submission file: {Path(results['out']) / name}")
+    print(f"predictions -> {Path(results['out']) / 'predictions.jsonl'}")
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from electra.finetuning.predict import predict_inputs
+
+    n = predict_inputs(
+        args.model,
+        args.inputs,
+        out=args.out,
+        all_scores=args.all_scores,
+        batch_size=args.batch_size,
+        runtime=config_flags_given(args),
+        reading={"text_columns": args.text_columns, "delimiter": args.delimiter},
+    )
+    if args.out:
+        print(f"{n} predictions -> {args.out}", file=sys.stderr)
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    from electra.finetuning.results import score_predictions
+    from electra.tasks import get_task
+    from electra.tasks.squad import SquadTask, score_file
+
+    task = get_task(args.task)
+    path = Path(args.predictions)
+    if not path.is_file():
+        raise ElectraError(f"predictions file not found: {path}")
+    if path.suffix == ".jsonl":
+        scores = score_predictions(task, path)
+    elif isinstance(task, SquadTask):
+        if not args.data:
+            raise ElectraError(
+                "scoring a SQuAD predictions.json needs the questions: pass --data FILE"
+            )
+        scores = score_file(
+            task.version, Path(args.data), path, args.null_odds, args.null_threshold
+        )
+    else:
+        raise ElectraError(
+            f"{path}: pass the predictions.jsonl of a {task.name} run (SQuAD also takes the "
+            "official predictions.json)"
+        )
+    print(json.dumps(scores, indent=2))

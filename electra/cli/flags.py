@@ -1,0 +1,162 @@
+"""Flags generated from the config dataclasses, and `--section.field VALUE` overrides."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Collection
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from electra.errors import ElectraError
+
+
+def parse_overrides(extra: list[str]) -> dict[str, str]:
+    """`--train.lr 1e-4` or `--train.lr=1e-4` -> {"train.lr": "1e-4"}."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(extra):
+        arg = extra[i]
+        if not arg.startswith("--") or "." not in arg.split("=")[0]:
+            raise ElectraError(
+                f"unrecognised argument {arg!r}: config overrides look like --train.lr 1e-4"
+            )
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(extra):
+                raise ElectraError(f"override --{key} needs a value")
+            value = extra[i + 1]
+            i += 1
+        out[key] = value
+        i += 1
+    return out
+
+
+def resolve_run_config(args: argparse.Namespace, extra: list[str]):
+    from electra.config import RunConfig, apply_overrides, flatten, preset, read_config_file
+
+    if args.resume:
+        saved = Path(args.resume) / "config.json"
+        if not saved.is_file():
+            raise ElectraError(
+                f"{args.resume} is not a run folder (no config.json): check the path"
+            )
+        cfg = RunConfig.load(saved)
+    else:
+        file_values = flatten(read_config_file(args.config)) if args.config else {}
+        name = args.preset or file_values.pop("preset", None) or "small"
+        file_values.pop("preset", None)
+        cfg = apply_overrides(preset(str(name)), file_values, source=args.config or "config")
+    # Every field has its flag (`add_config_flags`); what is left over gets the did-you-mean
+    # of `apply_overrides`.
+    overrides: dict[str, Any] = config_flags_given(args)
+    overrides.update(parse_overrides(extra))
+    cfg = apply_overrides(cfg, overrides, source="command line")
+    if args.resume:
+        return cfg  # the run's saved config holds what was filled in when it started
+    return _fill_unset(cfg, given={*file_values, *overrides})
+
+
+def _fill_unset(cfg, given: set[str]):
+    """Settings the user did not set (`given`: the section.field keys they did) that follow from
+    others, each change named on stderr: the data's sequence length, the objective's needs."""
+    from electra.objectives import fill_objective_settings
+
+    cfg = _seq_len_from_data(cfg, given)
+    cfg, note = fill_objective_settings(cfg, given)
+    if note:
+        print(note, file=sys.stderr)
+    return cfg
+
+
+def _seq_len_from_data(cfg, given: set[str]):
+    # A preset's seq_len is only a default: the data folder was prepared at one length.
+    if "data.seq_len" in given or not cfg.data.path:
+        return cfg
+    from dataclasses import replace
+
+    from electra.data.store import PretrainingData
+
+    seq_len = PretrainingData(cfg.data.path).seq_len
+    if seq_len == cfg.data.seq_len:
+        return cfg
+    print(
+        f"using seq len {seq_len} from the data folder {cfg.data.path} "
+        f"(the {cfg.preset} preset's is {cfg.data.seq_len})",
+        file=sys.stderr,
+    )
+    return replace(cfg, data=replace(cfg.data, seq_len=seq_len))
+
+
+PRETRAIN_ALIASES = {
+    "data.path": "--data",
+    "data.seq_len": "--seq-len",
+    "train.steps": "--steps",
+    "train.batch_size": "--batch-size",
+    "train.seed": "--seed",
+    "train.device": "--device",
+    "train.precision": "--precision",
+    "train.compile": "--compile",
+    "train.cuda_graph": "--cuda-graph",
+    "train.init_from": "--init-from",
+}
+_CONFIG_FLAG = "config_flag:"  # the prefix of a generated flag's dest, to find them again
+
+
+def add_config_flags(
+    group,
+    cls: type,
+    prefix: str = "",
+    aliases: dict[str, str] | None = None,
+    *,
+    skip: Collection[str] = (),
+    defaults: Any = None,
+    show_defaults: bool = True,
+) -> None:
+    """A flag for each field of the config dataclass `cls`, its help the field's comment
+    (`electra.config.field_docs`) and its default: `--PREFIXfield` (`--train.lr`) or, without a
+    prefix, `--field-name`. A prefixed bool flag alone means true (`--compile`) or takes a value
+    (`--train.compile false`); an unprefixed one is `--pack` / `--no-pack`. A tuple field takes
+    several values. Values stay strings here and are typed by the config's own parser
+    (`electra.config.with_values`), so that a bad value gets the error every other source of
+    settings gets. `skip` leaves fields out; `defaults` is the config whose values the help shows
+    (a preset's, or a subclass's; default `cls()`), unless `show_defaults` is false."""
+    from electra.config import field_docs
+
+    defaults = defaults or cls()
+    docs = field_docs(type(defaults))  # a subclass's comments: what its defaults mean
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        key = prefix + f.name
+        names = [f"--{key}" if prefix else f"--{f.name.replace('_', '-')}"]
+        names += [aliases[key]] if aliases and key in aliases else []
+        default = getattr(defaults, f.name)
+        shown = " ".join(default) if isinstance(default, tuple) else default
+        help_text = f"{docs[f.name]} (default {shown!r})" if show_defaults else docs[f.name]
+        help_text = help_text.lstrip().replace("%", "%%")
+        group.add_argument(
+            *names, dest=_CONFIG_FLAG + key, default=None, help=help_text, **_flag_kind(f, prefix)
+        )
+
+
+def _flag_kind(f, prefix: str) -> dict[str, Any]:
+    """How a field's flag takes its value, by the field's declared type."""
+    typ = str(f.type)
+    if typ == "bool" and not prefix:  # --pack / --no-pack
+        return {"action": argparse.BooleanOptionalAction}
+    if typ == "bool":  # --train.compile alone, or --train.compile false
+        return {"nargs": "?", "const": "true", "metavar": "BOOL"}
+    if typ.startswith("tuple"):
+        return {"nargs": "+", "metavar": "VALUE"}
+    return {"metavar": "N" if typ.startswith("int") else "X" if "float" in typ else "TEXT"}
+
+
+def config_flags_given(args: argparse.Namespace) -> dict[str, Any]:
+    """{field key: value} of the generated flags the user gave."""
+    return {
+        k[len(_CONFIG_FLAG) :]: v
+        for k, v in vars(args).items()
+        if k.startswith(_CONFIG_FLAG) and v is not None
+    }

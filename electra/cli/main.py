@@ -1,0 +1,406 @@
+"""The `electra` command line: the parser and the entry point."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import fields
+
+from electra.cli.commands import (
+    _add_finetune_flags,
+    cmd_demo,
+    cmd_detect,
+    cmd_evaluate,
+    cmd_experiment,
+    cmd_export,
+    cmd_finetune,
+    cmd_plot,
+    cmd_predict,
+    cmd_prepare,
+    cmd_presets,
+    cmd_pretrain,
+    cmd_score,
+    cmd_score_text,
+    cmd_tokenizer_train,
+)
+from electra.cli.flags import PRETRAIN_ALIASES, add_config_flags
+from electra.errors import ElectraError, Interrupted
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="electra", description="Pretrain ELECTRA text encoders.")
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_tokenizer(sub)
+    _add_prepare(sub)
+    _add_pretrain(sub)
+    _add_experiment(sub)
+    _add_detect(sub)
+    _add_score_text(sub)
+    _add_export(sub)
+    _add_finetune(sub)
+    _add_evaluate(sub)
+    _add_predict(sub)
+    _add_score(sub)
+    _add_plot(sub)
+    _add_presets(sub)
+    _add_demo(sub)
+    _add_threads(sub)
+    return p
+
+
+def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
+    tok = sub.add_parser("tokenizer", help="train a WordPiece tokenizer")
+    tok_sub = tok.add_subparsers(dest="action", required=True)
+    t = tok_sub.add_parser("train", help="train WordPiece on a corpus (uncased unless --cased)")
+    t.add_argument("corpus", nargs="+", help="text/jsonl/gz files, globs or folders")
+    t.add_argument("--vocab-size", type=int, default=30522)
+    t.add_argument("--out", required=True)
+    t.add_argument("--cased", action="store_true", help="keep case and accents")
+    t.add_argument("--min-frequency", type=int, default=2)
+    t.add_argument("--overwrite", action="store_true")
+    t.set_defaults(func=cmd_tokenizer_train)
+
+
+def _add_prepare(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser("prepare", help="tokenize and pack a corpus into a sharded token store")
+    pr.add_argument("corpus", nargs="+", help="text/jsonl/gz files, globs or folders")
+    pr.add_argument(
+        "--tokenizer", required=True, help="a tokenizer folder, tokenizer.json or vocab.txt"
+    )
+    pr.add_argument("--seq-len", type=int, default=128)
+    pr.add_argument("--out", required=True)
+    pr.add_argument("--seed", type=int, default=12345)
+    pr.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    pr.add_argument(
+        "--packing",
+        choices=["carry", "official"],
+        default="carry",
+        help="carry (default): a line's overflow opens the next example, nothing is dropped; "
+        "official: Google's builder bit for bit, which discards each example's overflow",
+    )
+    pr.add_argument("--overwrite", action="store_true")
+    pr.set_defaults(func=cmd_prepare)
+
+
+def _add_pretrain(sub: argparse._SubParsersAction) -> None:
+    from electra.config import RunConfig, field_types, preset
+
+    pt = sub.add_parser(
+        "pretrain",
+        usage="electra pretrain [--preset NAME] [--data DIR] [--out RUN] [--resume RUN] "
+        "[--section.field VALUE ...]",
+        help="pretrain an ELECTRA discriminator and generator",
+        epilog="Any config field can be set as --section.field VALUE, e.g. --train.lr 1e-4.",
+    )
+    pt.add_argument("--preset", help="tiny, small, small++, base or large (default small)")
+    pt.add_argument("--config", help="a JSON or TOML config file")
+    pt.add_argument("--out", help="run folder (default runs/PRESET)")
+    pt.add_argument(
+        "--resume", metavar="RUN", help="continue the run in this folder from its last checkpoint"
+    )
+    small = preset("small")
+    for name, section in field_types(RunConfig).items():
+        if name == "preset":
+            continue
+        group = pt.add_argument_group(f"{name} settings (defaults: the small preset's)")
+        add_config_flags(
+            group, section, f"{name}.", PRETRAIN_ALIASES, defaults=getattr(small, name)
+        )
+    pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
+
+
+def _add_experiment(sub: argparse._SubParsersAction) -> None:
+    xp = sub.add_parser(
+        "experiment",
+        help="pretrain arms at equal training FLOPs, fine-tune each on GLUE, table and plots",
+        epilog="An arm is an objective name (electra, mlm, ...) or LABEL:section.field=value,... "
+        "Run the same command again to continue a stopped experiment.",
+    )
+    xp.add_argument("--arm", action="append", required=True, help="repeat for each arm")
+    xp.add_argument("--data", required=True, help="a folder written by `electra prepare`")
+    xp.add_argument("--glue", help="the folder holding CoLA/, SST-2/, ... (for GLUE tasks)")
+    xp.add_argument("--out", required=True)
+    xp.add_argument("--preset", default="tiny")
+    budget = xp.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--flops", type=float, help="training FLOPs per arm")
+    budget.add_argument("--steps", type=int, help="the first arm's steps set the budget")
+    xp.add_argument("--tasks", nargs="+", help="GLUE tasks (default mrpc stsb rte, without --task)")
+    xp.add_argument(
+        "--task",
+        help="a task on your own files too: classification, multilabel, regression, tagging or qa "
+        "(columns and labels with --finetune-set text_columns=A,B label_column=NAME ...)",
+    )
+    xp.add_argument("--task-data", help="--task's folder holding train.* and dev.*")
+    xp.add_argument("--seeds", type=int, default=3)
+    xp.add_argument(
+        "--points", type=int, default=1, help="checkpoints fine-tuned per arm (a GLUE curve)"
+    )
+    xp.add_argument("--pretrain-set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE")
+    xp.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
+    xp.set_defaults(func=cmd_experiment)
+
+
+def _add_detect(sub: argparse._SubParsersAction) -> None:
+    de = sub.add_parser("detect", help="per-token probability of 'replaced'")
+    de.add_argument("--model", required=True, help="a run folder or a discriminator model folder")
+    de.add_argument("text", nargs="+")
+    de.add_argument("--json", action="store_true", help="print a JSON list of {token, p_replaced}")
+    de.set_defaults(func=cmd_detect)
+
+
+def _add_score_text(sub: argparse._SubParsersAction) -> None:
+    st = sub.add_parser(
+        "score-text", help="Electric's pseudo-log-likelihood of each text (for re-ranking)"
+    )
+    st.add_argument("--model", required=True, help="a run pretrained with objective.name=electric")
+    st.add_argument("text", nargs="+")
+    st.add_argument("--json", action="store_true", help="print {text, pll, tokens, energies}")
+    st.set_defaults(func=cmd_score_text)
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    ex = sub.add_parser("export", help="write Hugging Face model folders")
+    ex.add_argument(
+        "--model",
+        required=True,
+        help="a run folder, a pair folder or a model folder; or a fine-tuned model (a finetune "
+        "--out folder: its best seed, or a seed folder) for AutoModelFor* and pipeline()",
+    )
+    ex.add_argument("--format", choices=["hf"], default="hf")
+    ex.add_argument(
+        "--step",
+        type=int,
+        help="export the run's checkpoint at this step (RUN/checkpoints/step_N), finished or not",
+    )
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--overwrite", action="store_true")
+    ex.set_defaults(func=cmd_export)
+
+
+def _add_finetune(sub: argparse._SubParsersAction) -> None:
+    ft = sub.add_parser(
+        "finetune",
+        help="fine-tune on a GLUE, SQuAD or NER task, or a task on your own files, and score dev",
+    )
+    ft.add_argument(
+        "--model", required=True, help="a pretrained model folder, run folder or HF folder"
+    )
+    ft.add_argument(
+        "--task",
+        required=True,
+        help="cola sst2 mrpc stsb qqp mnli qnli rte wnli squad1 squad2 conll2003, or on your own "
+        "files: classification multilabel regression tagging qa (docs/finetuning.md)",
+    )
+    ft.add_argument(
+        "--data",
+        help="the task's folder (e.g. glue/SST-2; your own: train.*, dev.*, optional test.* as "
+        ".csv .tsv .jsonl .parquet)",
+    )
+    _add_split_files(ft, "train", "dev", "test")
+    ft.add_argument("--out", required=True)
+    ft.add_argument("--overwrite", action="store_true")
+    ft.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the seeds an interrupted run of the same recipe already finished",
+    )
+    _add_finetune_flags(ft)
+    ft.set_defaults(func=cmd_finetune)
+
+
+def _add_split_files(parser: argparse.ArgumentParser, *splits: str) -> None:
+    """--train/--dev/--test FILE: a task's files one by one, instead of --data FOLDER."""
+    for split in splits:
+        parser.add_argument(
+            f"--{split}", metavar="FILE", help=f"the {split} file (instead of --data)"
+        )
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    ev = sub.add_parser("evaluate", help="predict and score a split with a fine-tuned model")
+    ev.add_argument(
+        "--model",
+        required=True,
+        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
+        "classifier, tagger or QA folder",
+    )
+    ev.add_argument("--task", help="checked against the model's task")
+    ev.add_argument("--data", help="the task's folder, or the split's file")
+    _add_split_files(ev, "train", "dev", "test")
+    ev.add_argument(
+        "--split",
+        choices=["train", "dev", "test"],
+        help="the split to evaluate (default: the one split file given, else dev)",
+    )
+    ev.add_argument("--out", help="default: MODEL/eval-SPLIT")
+    _add_inference_runtime(ev, skip=("progress",))
+    ev.set_defaults(func=cmd_evaluate)
+
+
+def _add_predict(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser(
+        "predict",
+        help="run a fine-tuned model on new inputs and write JSONL, one record per input",
+        epilog="Records: classification {id, label, score} (--all-scores adds scores), "
+        "multilabel {id, labels, scores}, regression {id, value}, tagging {id, words, tags, "
+        "entities}, qa {id, answer, start, score, no_answer, null_score}.",
+    )
+    pr.add_argument(
+        "--model",
+        required=True,
+        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
+        "classifier, tagger or QA folder",
+    )
+    pr.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="files in the task's format (labels ignored), or - for standard input: a text per "
+        "line, a pair (qa: question and context) TAB-separated",
+    )
+    pr.add_argument("--out", help="the JSONL file to write (default: standard output)")
+    pr.add_argument(
+        "--all-scores", action="store_true", help="every label's probability (classification)"
+    )
+    pr.add_argument(
+        "--batch-size", type=int, default=0, help="rows per batch (default: the task's, 64 or 8)"
+    )
+    pr.add_argument(
+        "--text-columns",
+        nargs="+",
+        metavar="NAME",
+        help="your own files: the text column (or pair) to read, where it is named otherwise "
+        "than in the training file",
+    )
+    pr.add_argument(
+        "--delimiter",
+        choices=[",", ";", "|", "tab"],
+        help="your own CSV files: the field separator (default: the one the header holds most)",
+    )
+    _add_inference_runtime(pr)
+    pr.set_defaults(func=cmd_predict)
+
+
+def _add_inference_runtime(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """The runtime flags of a command that runs a fine-tuned model (`INFERENCE_RUNTIME`)."""
+    from electra.config import INFERENCE_RUNTIME, RuntimeConfig
+
+    group = parser.add_argument_group(
+        "runtime",
+        "unset: as the model was fine-tuned, on the device auto picks, with a progress bar",
+    )
+    unused = [f.name for f in fields(RuntimeConfig) if f.name not in INFERENCE_RUNTIME]
+    add_config_flags(group, RuntimeConfig, skip=(*unused, *skip), show_defaults=False)
+
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
+    sc = sub.add_parser("score", help="score a predictions file as the official scripts do")
+    sc.add_argument("--task", required=True)
+    sc.add_argument(
+        "--predictions", required=True, help="predictions.jsonl, or SQuAD's predictions.json"
+    )
+    sc.add_argument("--data", help="SQuAD: the questions' JSON file")
+    sc.add_argument("--null-odds", help="SQuAD 2.0: {id: null score} (the official na_prob file)")
+    sc.add_argument(
+        "--null-threshold", type=float, default=1.0, help="SQuAD 2.0 (official default 1.0)"
+    )
+    sc.set_defaults(func=cmd_score)
+
+
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    pl = sub.add_parser("plot", help="plot a run's learning curves to PNG")
+    pl.add_argument("run")
+    pl.add_argument("--out")
+    pl.set_defaults(func=cmd_plot)
+
+
+def _add_presets(sub: argparse._SubParsersAction) -> None:
+    ps = sub.add_parser("presets", help="list the presets and their parameter counts")
+    ps.set_defaults(func=cmd_presets)
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    dm = sub.add_parser("demo", help="the whole pipeline on a built-in corpus, on CPU, in minutes")
+    dm.add_argument("--out", default="electra-demo")
+    dm.add_argument("--steps", type=int, help="pretraining steps (default: the tiny preset's)")
+    dm.set_defaults(func=cmd_demo)
+
+
+def _add_threads(sub: argparse._SubParsersAction) -> None:
+    """--threads for the commands that run torch."""
+    for name in (
+        "pretrain",
+        "experiment",
+        "detect",
+        "score-text",
+        "finetune",
+        "evaluate",
+        "predict",
+        "demo",
+    ):
+        sub.choices[name].add_argument(
+            "--threads",
+            help="CPU threads for torch (default auto: one per core; idle threads wait briefly, "
+            "then sleep, so a machine shared with other jobs degrades gracefully)",
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from electra.engine.cpu_threads import default_wait
+
+    default_wait()  # before anything imports torch
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    try:
+        from electra.engine.cpu_threads import apply_threads
+
+        apply_threads(getattr(args, "threads", None))
+        if getattr(args, "takes_overrides", False):
+            args.func(args, extra)
+        else:
+            if extra:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            args.func(args)
+    except Interrupted as e:
+        print(f"electra: {e}", file=sys.stderr)
+        return 130
+    except ElectraError as e:
+        print(f"electra: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("electra: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return _reader_gone()
+    return 0
+
+
+def _reader_gone() -> int:
+    """The reader of our standard output left (`electra predict ... | head`): stop quietly, as
+    Unix tools do, with SIGPIPE's status; stdout goes to /dev/null so that the interpreter's last
+    flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13
+
+
+def exit_with(code: int) -> None:
+    """Exits with `code`. A torchrun worker (WORLD_SIZE > 1, started as `-m electra.cli`) whose
+    command succeeded skips the interpreter's shutdown: gloo's worker threads drop each collective's tensors a moment after
+    the caller's wait returns, and one that does so while the interpreter shuts down takes the GIL
+    and aborts the process ("terminate called without an active exception", SIGABRT, about 1 run
+    in 100 on a busy CPU: a core dump shows ~AsyncAllgatherCoalescedWork in
+    ProcessGroupGloo::runLoop during Py_FinalizeEx). By then the process group is destroyed and
+    every file the run wrote is closed and renamed into place. A failed command exits as usual, so
+    that whatever it left open is still flushed."""
+    world_size = os.environ.get("WORLD_SIZE", "1")
+    if code == 0 and world_size.isdigit() and int(world_size) > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    exit_with(main())

@@ -1,0 +1,86 @@
+"""Replaced-token detection on raw text: each token's probability of being "replaced", by a discriminator."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from electra.engine.runtime import prepare_model
+from electra.errors import ElectraError
+from electra.hf.pretrained import load_pretrained, trained_objective
+from electra.model.electra import ElectraForPreTraining
+
+
+def load_discriminator(model_path: str | Path, command: str):
+    """The discriminator in `model_path` and its tokenizer, or an error naming `command`."""
+    model, tokenizer = load_pretrained(model_path)
+    if not isinstance(model, ElectraForPreTraining):
+        raise ElectraError(
+            f"{model_path} is a {type(model).__name__}: {command} needs a discriminator "
+            "(a run folder or its discriminator/ folder)"
+        )
+    return prepare_model(model, torch.device("cpu")).eval(), tokenizer
+
+
+def token_logits(model: ElectraForPreTraining, tokenizer, text: str) -> tuple[torch.Tensor, list]:
+    """The discriminator's logit per word piece of `text` (cut to the model's length), and the
+    word pieces, [CLS] and [SEP] left out."""
+    enc = tokenizer.encode(text)
+    limit = model.config.max_position_embeddings
+    with torch.no_grad():
+        logits = model(torch.tensor([enc.ids[:limit]]), torch.tensor([enc.type_ids[:limit]]))
+    keep = torch.tensor(enc.special_tokens_mask[:limit]) == 0
+    tokens = [t for t, k in zip(enc.tokens[:limit], keep.tolist(), strict=True) if k]
+    return logits[0].float()[keep], tokens
+
+
+def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, float | str]]]:
+    """For each text, [{token, p_replaced}] over its word pieces ([CLS]/[SEP] left out)."""
+    if trained_objective(Path(model_path)) == "electric":
+        raise ElectraError(
+            f"{model_path} is an Electric energy model: its outputs are energies, not "
+            "probabilities of replacement; score texts with `electra score-text`"
+        )
+    model, tokenizer = load_discriminator(model_path, "detect")
+    check_texts(tokenizer, texts, model.config.max_position_embeddings)
+    results = []
+    for text in texts:
+        logits, tokens = token_logits(model, tokenizer, text)
+        probs = torch.sigmoid(logits).tolist()
+        results.append(
+            [{"token": t, "p_replaced": round(p, 4)} for t, p in zip(tokens, probs, strict=True)]
+        )
+    return results
+
+
+def check_texts(tokenizer, texts: list[str], limit: int) -> None:
+    """Refuses an empty text before anything is printed (its table would be blank), and warns of
+    a text the model cannot read whole (its table would end early)."""
+    warnings = []
+    for i, text in enumerate(texts, 1):
+        mask = tokenizer.encode(text).special_tokens_mask
+        pieces, kept = mask.count(0), mask[:limit].count(0)
+        if not text.strip():
+            raise ElectraError(f"text {i} is empty: pass non-empty texts")
+        if pieces == 0:
+            raise ElectraError(
+                f"text {i} ({text!r}) has no word pieces for this tokenizer: pass texts with words"
+            )
+        if kept < pieces:
+            warnings.append(
+                f"warning: text {i} was cut to its first {kept} of {pieces} word pieces: the "
+                f"model reads at most {limit} positions (max_position_embeddings)"
+            )
+    for line in warnings:
+        print(line, file=sys.stderr)
+
+
+def format_table(tokens: list[dict[str, float | str]]) -> str:
+    width = max((len(str(t["token"])) for t in tokens), default=5)
+    lines = []
+    for t in tokens:
+        p = float(t["p_replaced"])
+        lines.append(f"{t['token']:<{width}}  {p:.3f}  {'#' * round(p * 20)}")
+    return "\n".join(lines)

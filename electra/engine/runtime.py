@@ -1,0 +1,134 @@
+"""Where a run executes, shared by pretraining (`electra.engine.train`) and fine-tuning (`electra.finetune`):
+the device, the precision, the CPU-only process settings, and the order in which a model becomes
+the step the loop calls, as torchtitan's `parallelize` does:
+
+1. data parallel (DDP or FSDP, `electra.engine.distributed.wrap`), before the optimizer is built, since
+   FSDP replaces the parameters it shards;
+2. `torch.compile` (`runtime.compile`, `compile_mode`), over the data-parallel model;
+3. the CUDA graph (`runtime.cuda_graph`, `electra.engine.graphs`), over the whole step: forward,
+   backward, clipping and the optimizer.
+
+Steps 2 and 3 are `train_step_function` (and `inference_function` for prediction). The precision
+choice is `electra.engine.step.autocast` (bf16 autocast on GPU by default, fp32 on CPU unless bf16 is
+asked for), used through `Runtime.autocast`: it stays in `step.py`, whose forward/backward it wraps
+and which this module imports (through `electra.engine.graphs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from electra.config import RuntimeConfig
+from electra.engine.graphs import GraphedTrainStep, ShapeGraphs
+from electra.engine.host_memory import keep_freed_memory
+from electra.engine.step import autocast, train_step
+from electra.errors import ElectraError
+from electra.model.kernels import onednn_linear_enabled, use_kernels
+from electra.objectives import StepOutput
+
+__all__ = [
+    "Runtime",
+    "autocast",
+    "configure_process",
+    "inference_function",
+    "prepare_model",
+    "resolve_device",
+    "to_device",
+    "train_step_function",
+]
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device `name` names (auto: a visible GPU, else the CPU). It reads the CPU linear-layer
+    setting (`electra.model.kernels.onednn_linear_enabled`) now, on any device, so that a bad one stops
+    a run before it writes anything, on a GPU machine as on CI."""
+    onednn_linear_enabled()
+    if name == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ElectraError(f"train.device={name} but no CUDA GPU is visible: use train.device=cpu")
+    return device
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A host batch on `device`. To a GPU it goes through pinned memory, so that the copy is
+    queued behind the device's work instead of making the host wait for it."""
+    if device.type != "cuda":
+        return batch
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def configure_process(device: torch.device) -> None:
+    """The process settings of a run on `device`; only a CPU run has any: malloc keeps the pages
+    it frees (`electra.engine.host_memory`). On GPU the activations live on the device."""
+    if device.type == "cpu":
+        keep_freed_memory()
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a loop runs its model: on `device`, in `precision` (auto, fp32, bf16), compiled
+    (`compile`, in `compile_mode`) and with the step captured in CUDA graphs (`cuda_graph`, which
+    also gives the batches static shapes). The `kernels` setting acts once, on the built model
+    (`prepare_model`), not on every step."""
+
+    device: torch.device
+    precision: str = "auto"
+    compile: bool = False
+    compile_mode: str = "default"
+    cuda_graph: bool = False
+
+    @classmethod
+    def of(cls, cfg: RuntimeConfig, device: torch.device) -> Runtime:
+        """The runtime a config (pretraining's or fine-tuning's) asks for on `device`."""
+        return cls(device, cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph)
+
+    def autocast(self, cache_casts: bool = True) -> contextlib.AbstractContextManager:
+        """This runtime's autocast (`electra.engine.step.autocast`)."""
+        return autocast(self.device, self.precision, cache_casts)
+
+
+def prepare_model(model: nn.Module, device: torch.device, kernels: str = "auto") -> nn.Module:
+    """A built model made ready to run, before step 1 of the order: moved to `device`, with the
+    kernels the `kernels` setting names (`electra.model.kernels.use_kernels`: on CPU, auto swaps in the
+    CPU kernels). Pretraining, fine-tuning and prediction all call it."""
+    return use_kernels(model.to(device), kernels, device)
+
+
+def train_step_function(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    params: list[nn.Parameter],
+    clip_norm: float,
+    runtime: Runtime,
+    loss: Callable[[nn.Module], Callable[..., StepOutput]] | None = None,
+    graph_key: Callable[[], Hashable] = lambda: None,
+) -> Callable[..., torch.Tensor]:
+    """Steps 2 and 3 of the order: one optimizer step over a list of micro-batches
+    (`electra.engine.step.train_step`, clipped at `clip_norm`), on `model` (already
+    data parallel) compiled, then captured per batch shape, as `runtime` asks. `loss` makes the
+    step function from the (compiled) model, which by default is the step function itself.
+    Returns the device flag of a skipped step."""
+    forward = torch.compile(model, mode=runtime.compile_mode) if runtime.compile else model
+    step_fn = loss(forward) if loss is not None else forward
+    settings = {"precision": runtime.precision, "clip_norm": clip_norm}
+    if runtime.cuda_graph:
+        return GraphedTrainStep(
+            step_fn, optimizer, params, runtime.device, **settings, graph_key=graph_key
+        )
+    return functools.partial(train_step, step_fn, optimizer, params, **settings)
+
+
+def inference_function(fn: Callable[[Any], Any], runtime: Runtime) -> Callable[[Any], Any]:
+    """`fn(batch)`, captured per batch shape after one eager call under `runtime.cuda_graph`
+    (`electra.engine.graphs.ShapeGraphs`; on another device than a GPU it runs as it is)."""
+    return ShapeGraphs(fn, runtime.device, warmup=1) if runtime.cuda_graph else fn

@@ -1,0 +1,546 @@
+"""The pretraining loop: prepared data in, checkpoints, metrics and model folders out.
+
+`pretrain` reads top to bottom: join torchrun's process group (if any), check every input before
+writing anything, build the objective, make it data parallel, build the optimizer, restore a
+checkpoint when resuming, then step. Statistics and the non-finite step guard stay on the device
+and are read back only at logging and checkpoint steps, where ranks also agree on stopping, so the
+hot loop never waits on the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.tensor import DTensor
+from tqdm import tqdm
+
+from electra.atomic import write_text_atomic
+from electra.config import RunConfig, with_architecture_of
+from electra.data.store import BatchStream, PretrainingData
+from electra.data.tokenizer import fingerprint, load_tokenizer
+from electra.engine.checkpoint import (
+    checkpoint_dirs,
+    latest_complete,
+    load_checkpoint,
+    save_checkpoint,
+)
+from electra.engine.distributed import (
+    World,
+    any_rank,
+    close_process_group,
+    init_process_group,
+    restarted_by_torchrun,
+    world_from_env,
+    wrap,
+)
+from electra.engine.graphs import check_graphable
+from electra.engine.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
+from electra.engine.runlock import LOCK_FILE, RunLock
+from electra.engine.runtime import (
+    Runtime,
+    configure_process,
+    prepare_model,
+    resolve_device,
+    to_device,
+    train_step_function,
+)
+from electra.engine.step import Window
+from electra.engine.tracking import RunLogger, read_metrics
+from electra.errors import ElectraError
+from electra.hf.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
+from electra.model.electra import ElectraLayer, count_parameters, format_count
+from electra.model.flops import official_train_flops
+from electra.objectives import Objective, build_objective, check_objective
+
+
+def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
+    """A new model takes its vocabulary size and padding id from the tokenizer; a model that
+    already has weights (resumed, or continued from a pair) keeps its size, and the data must fit."""
+    if cfg.model.max_position_embeddings < data.seq_len:
+        raise ElectraError(
+            f"model.max_position_embeddings={cfg.model.max_position_embeddings} is shorter than the "
+            f"data's seq len {data.seq_len}: raise it or prepare shorter sequences"
+        )
+    if keep_vocab and data.vocab_size > cfg.model.vocab_size:
+        raise ElectraError(
+            f"the data in {cfg.data.path} uses {data.vocab_size} token ids but the model has "
+            f"{cfg.model.vocab_size}: prepare the data with the model's tokenizer"
+        )
+    vocab = cfg.model.vocab_size if keep_vocab else data.vocab_size
+    model = replace(cfg.model, vocab_size=vocab, pad_token_id=data.special.pad)
+    return replace(cfg, model=model, data=replace(cfg.data, seq_len=data.seq_len))
+
+
+def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
+    """Continued pretraining: the pair's configs replace the preset's architecture, and the data
+    must have been prepared with the pair's tokenizer."""
+    source = cfg.train.init_from
+    disc, gen = pair_configs(source)
+    if fingerprint(load_tokenizer(pair_dirs(source)[0])) != data.meta["tokenizer_fingerprint"]:
+        raise ElectraError(
+            f"the data in {cfg.data.path} was not prepared with the tokenizer of {source}: run "
+            f"`electra prepare ... --tokenizer {Path(source) / 'discriminator'}`"
+        )
+    objective = replace(
+        cfg.objective,
+        name="electra",
+        sharing="embeddings",
+        generator_hidden_size=gen.hidden_size,
+        generator_num_hidden_layers=gen.num_hidden_layers,
+        generator_num_attention_heads=gen.num_attention_heads,
+        generator_intermediate_size=gen.intermediate_size,
+    )
+    return replace(cfg, model=disc, objective=objective)
+
+
+def describe(objective: Objective) -> str:
+    """Each network's size, so no one trains the wrong generator/discriminator pair by accident."""
+    lines = []
+    models = objective.models()
+    for role, model in models.items():
+        c = model.config
+        lines.append(
+            f"{role}: {format_count(count_parameters(model))} parameters (embeddings + encoder "
+            f"{format_count(count_parameters(model.electra))}; hidden {c.hidden_size}, "
+            f"{c.num_hidden_layers} layers, {c.num_attention_heads} heads)"
+        )
+    lines.append(
+        f"objective {objective.name}: {format_count(count_parameters(objective))} parameters "
+        "trained (shared ones counted once)"
+    )
+    return "\n".join(lines)
+
+
+class StopRequest:
+    """Turns SIGINT/SIGTERM into a request to checkpoint and stop after the current step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:  # a second Ctrl-C stops at once
+            raise KeyboardInterrupt
+        self.requested = True
+        print(
+            "\nstopping: saving a checkpoint after this step (Ctrl-C again to abort)",
+            file=sys.stderr,
+        )
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+class NonFiniteGuard:
+    """Counts steps skipped for a non-finite loss or gradient, on the device: the current run of
+    consecutive ones and the longest since the last check, read only where the loop syncs anyway."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.streak = torch.zeros((), dtype=torch.long, device=device)
+        self.longest = torch.zeros((), dtype=torch.long, device=device)
+
+    def update(self, skipped: torch.Tensor) -> None:
+        self.streak = (self.streak + 1) * skipped
+        self.longest = torch.maximum(self.longest, self.streak)
+
+    def read(self) -> tuple[int, int]:
+        """(the longest streak since the last read, the current one), the same on every rank
+        (their gradients are all-reduced, so they skip together)."""
+        longest, current = int(self.longest), int(self.streak)
+        self.longest = self.streak.clone()
+        return longest, current
+
+
+def micro_batch_seed(seed: int, step: int, index: int) -> int:
+    """The RNG seed for global micro-batch `index` of optimizer step `step`. Masking, sampling and
+    dropout draw from it, so a micro-batch's randomness depends on which rows it holds, not on
+    which process or accumulation slot trains it: one process accumulating k micro-batches and k
+    processes taking one each compute the same step, and a run may resume on another number of
+    processes without changing what it trains on."""
+    return int(np.random.SeedSequence([seed, step, index]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
+    """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator.
+
+    Under torchrun, each of the WORLD_SIZE processes trains on its share of every global batch
+    (`train.parallel`: ddp or fsdp); rank 0 alone writes. A worker that torchrun restarts after a
+    failure resumes from the run's last complete checkpoint."""
+    run_dir = Path(run_dir)
+    world = world_from_env()
+    device = init_process_group(world, resolve_device(cfg.train.device))
+    try:
+        with contextlib.ExitStack() as cleanup:
+            resume = resume or restarted_by_torchrun()
+            return _pretrain(cfg, run_dir, resume, world, device, cleanup)
+    finally:
+        close_process_group()
+
+
+def _pretrain(
+    cfg: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    world: World,
+    device: torch.device,
+    cleanup: contextlib.ExitStack,
+) -> Path:
+    """Resolve the config, build, fit, finish: each input is checked before the folder is written."""
+    if not cfg.data.path:
+        raise ElectraError(
+            "no data folder: pass --data DIR (a folder written by `electra prepare`)"
+        )
+    data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
+    cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data)
+    run = build(cfg, run_dir, data, latest, init_from_pair, world, device)
+    if world.is_main:
+        # Every input checked: from here on this run writes the folder, and only this run.
+        cleanup.enter_context(RunLock(run_dir))
+        open_run_dir(run, fresh=latest is None)
+    failure = fit(run)
+    finish(run, failure)
+    return run_dir
+
+
+def resolve_run(
+    cfg: RunConfig, run_dir: Path, resume: bool, data: PretrainingData
+) -> tuple[RunConfig, Path | None, bool]:
+    """The config this run trains with, the checkpoint it resumes from (None: it starts afresh) and
+    whether it starts from a pretrained pair (`train.init_from`). It writes nothing: it refuses a
+    resume without a checkpoint, a new run into a used folder and data of another tokenizer, and
+    fits the config to the data (a resumed run takes its checkpoint's architecture, a pair's run
+    the pair's)."""
+    latest = None
+    if resume:
+        latest = latest_complete(run_dir)
+        if latest is None and not restarted_by_torchrun():
+            have = "only incomplete checkpoints" if checkpoint_dirs(run_dir) else "no checkpoint"
+            raise ElectraError(f"{run_dir} has {have} to resume from: start it without --resume")
+    if latest is not None:
+        cfg = with_architecture_of(cfg, RunConfig.load(latest / "config.json"))
+        if fingerprint(load_tokenizer(run_dir / "tokenizer")) != data.meta["tokenizer_fingerprint"]:
+            raise ElectraError(
+                f"the data in {cfg.data.path} was tokenized with another vocabulary than run {run_dir}: "
+                "resume with data prepared with the run's tokenizer (RUN/tokenizer)"
+            )
+    elif not resume and run_dir.exists() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        raise ElectraError(
+            f"run folder {run_dir} already exists: continue it with --resume {run_dir} or choose another --out"
+        )
+    init_from_pair = bool(cfg.train.init_from) and latest is None
+    if init_from_pair:
+        cfg = configure_from_pair(cfg, data)
+    cfg = fit_config_to_data(cfg, data, keep_vocab=latest is not None or init_from_pair)
+    return cfg, latest, init_from_pair
+
+
+@dataclass
+class Run:
+    """What the loop trains and where it stands: built by `build`, advanced by `fit`."""
+
+    cfg: RunConfig
+    run_dir: Path
+    data: PretrainingData
+    world: World
+    device: torch.device
+    objective: Objective
+    model: torch.nn.Module  # the objective, data parallel when distributed
+    optimizer: torch.optim.Optimizer
+    stream: BatchStream
+    micro_batch: int
+    stop: int  # the step this invocation stops at (train.stop_after or train.steps)
+    step: int = 0
+    elapsed_before: float = 0.0  # training time of the runs this one resumes
+    last_saved: str | None = None  # the newest checkpoint, named for messages
+
+
+def build(
+    cfg: RunConfig,
+    run_dir: Path,
+    data: PretrainingData,
+    latest: Path | None,
+    init_from_pair: bool,
+    world: World,
+    device: torch.device,
+) -> Run:
+    """The objective (from a pair's weights, or a checkpoint's), made data parallel, its optimizer
+    and the batch stream, restored from `latest` when resuming."""
+    check_objective(cfg)
+    check_graphable(cfg.train, device, world)
+    micro_batch = cfg.train.micro_batch(world.world_size)
+    configure_process(device)
+    torch.manual_seed(cfg.train.seed)
+    objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
+    objective = prepare_model(objective, device, cfg.train.kernels)
+    if init_from_pair:
+        load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
+    layers = [m for m in objective.modules() if isinstance(m, ElectraLayer)]
+    model = wrap(
+        objective, world, cfg.train.parallel, layers
+    )  # step 1 of electra.engine.runtime's order
+    groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
+    optimizer = build_optimizer(groups, cfg.train, device)
+    stream = BatchStream(data, micro_batch, cfg.train.seed, world.rank, world.world_size)
+    stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
+    run = Run(
+        cfg, run_dir, data, world, device, objective, model, optimizer, stream, micro_batch, stop
+    )
+    if latest is not None:
+        state = load_checkpoint(latest, objective, optimizer)
+        run.step, run.elapsed_before = state["step"], state.get("elapsed_s", 0.0)
+        stream.load_state_dict(state["data"])
+        run.last_saved = f"step {run.step}"
+    return run
+
+
+def open_run_dir(run: Run, fresh: bool) -> None:
+    """Rank 0 readies the run folder (its tokenizer, config and metrics) and says what it trains."""
+    cfg, run_dir = run.cfg, run.run_dir
+    # Metrics a killed run logged after its last checkpoint are logged again from there.
+    drop_metrics_after(run_dir, run.step)
+    if fresh:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(run.data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
+    cfg.save(run_dir / "config.json")
+    print(describe(run.objective), file=sys.stderr)
+    if run.world.distributed:
+        print(
+            f"{cfg.train.parallel} over {run.world.world_size} processes: {run.micro_batch} "
+            f"sequences x {cfg.train.grad_accum} accumulation steps per process, "
+            f"{cfg.train.batch_size} per optimizer step",
+            file=sys.stderr,
+        )
+    if run.step >= run.stop:
+        print(
+            f"run {run_dir} is already at step {run.step}; raise --steps to train further",
+            file=sys.stderr,
+        )
+    print(
+        f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
+        "(the official counter's convention, as in the paper's Table 1)",
+        file=sys.stderr,
+    )
+
+
+def step_function(run: Run) -> Callable[..., torch.Tensor]:
+    """One optimizer step over a list of micro-batches (compiled, or captured in a CUDA graph, as
+    the config asks); it returns the device flag of a skipped step."""
+    train = run.cfg.train
+    params = [p for p in run.objective.parameters() if p.requires_grad]
+    return train_step_function(
+        run.model,
+        run.optimizer,
+        params,
+        train.clip_norm,
+        Runtime.of(train, run.device),
+        graph_key=run.objective.graph_key,
+    )
+
+
+def fit(run: Run) -> str:
+    """Trains from `run.step` to `run.stop`, or to a stop request, logging and checkpointing on
+    the way. It returns why it stopped early on non-finite steps ("" when it did not)."""
+    train = run.cfg.train
+    run_step = step_function(run)
+    logger = RunLogger(run.run_dir, train.tensorboard) if run.world.is_main else None
+    bar = tqdm(
+        total=train.steps,
+        initial=run.step,
+        disable=not (train.progress and run.world.is_main),
+        unit="step",
+        dynamic_ncols=True,
+        file=sys.stderr,
+        mininterval=0.5 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s
+    )
+    run.objective.train()
+    with StopRequest() as stop_request:
+        failure = _loop(run, run_step, logger, bar, stop_request)
+    bar.close()
+    if logger is not None:
+        logger.close()
+    return failure
+
+
+def _loop(
+    run: Run,
+    run_step: Callable[..., torch.Tensor],
+    logger: RunLogger | None,
+    bar: tqdm,
+    stop_request: StopRequest,
+) -> str:
+    train, world = run.cfg.train, run.world
+    window = Window()
+    guard = NonFiniteGuard(run.device)
+    start = time.perf_counter()
+    while run.step < run.stop:
+        lr = learning_rate(run.step, train.lr, train.steps, train.warmup)
+        set_learning_rate(run.optimizer, lr)
+        run.objective.begin_step(run.step)
+        micro_batches = [to_device(next(run.stream), run.device) for _ in range(train.grad_accum)]
+        seeds = [
+            micro_batch_seed(train.seed, run.step, i * world.world_size + world.rank)
+            for i in range(train.grad_accum)
+        ]
+        skipped = run_step(micro_batches, window=window, seeds=seeds)
+        guard.update(skipped)
+        run.step += 1
+        bar.update(1)
+
+        # One process stops at once on a request, logging its last steps; processes of a
+        # distributed run agree on stopping at the next logging or saving step.
+        stop_now = stop_request.requested and not world.distributed
+        log_now = run.step % train.log_every == 0 or run.step == run.stop or stop_now
+        save_now = run.step % train.save_every == 0 or run.step == run.stop
+        if not (log_now or save_now):
+            continue
+        # The loop's sync points: ranks agree here on stopping, and the guard is read.
+        if log_now:
+            _log(run, window, lr, start, logger, bar)
+            window = Window()
+        streak, current_streak = guard.read()
+        if streak >= train.max_skipped_steps:
+            return _non_finite_failure(run, streak)
+        stopping = any_rank(stop_request.requested, run.device)
+        # No checkpoint amid skipped steps: the newest one stays from before them.
+        if (save_now or stopping) and not current_streak:
+            _save(run, window, start)
+        if stopping:
+            break
+    return ""
+
+
+def _log(
+    run: Run,
+    window: Window,
+    lr: float,
+    start: float,
+    logger: RunLogger | None,
+    bar: tqdm,
+) -> None:
+    """Logs the window's statistics, read back from the device, with the throughput."""
+    record = window.summary(run.world.world_size)  # reads the device
+    if run.device.type == "cuda":
+        torch.cuda.synchronize()
+    now = time.perf_counter()
+    tokens_per_step = run.cfg.train.batch_size * run.data.seq_len
+    record.update(
+        step=run.step,
+        lr=lr,
+        tokens_per_s=window.steps * tokens_per_step / (now - window.start),
+        train_flops=official_train_flops(run.cfg, steps=run.step),
+        elapsed_s=run.elapsed_before + now - start,
+    )
+    if logger is not None:
+        logger.log(record)
+    bar.set_postfix(_postfix(record), refresh=False)
+
+
+def _save(run: Run, window: Window, start: float) -> None:
+    """Checkpoints the run; the time it takes is left out of the window's tokens/s."""
+    saving = time.perf_counter()
+    save_checkpoint(
+        run.run_dir,
+        run.step,
+        run.objective,
+        run.optimizer,
+        run.stream.state_dict(),
+        run.cfg,
+        run.cfg.train.keep_last,
+        extra={
+            "elapsed_s": run.elapsed_before + saving - start,
+            "world_size": run.world.world_size,
+        },
+        is_main=run.world.is_main,
+    )
+    run.last_saved = f"step {run.step}"
+    window.start += time.perf_counter() - saving  # tokens/s measures training only
+
+
+def _non_finite_failure(run: Run, streak: int) -> str:
+    limit = run.cfg.train.max_skipped_steps
+    return (
+        f"stopped at step {run.step}: {streak} consecutive steps had a non-finite loss or "
+        f"gradient (train.max_skipped_steps={limit}); the last "
+        f"checkpoint, {run.last_saved or 'none'}, is from before them: lower train.lr or "
+        f"check the data, then continue with `electra pretrain --resume {run.run_dir}`"
+    )
+
+
+def finish(run: Run, failure: str) -> None:
+    """Raises a failure; else, when the schedule is done, writes RUN/discriminator and
+    RUN/generator, and tells how to continue a run that stopped early."""
+    if failure:
+        raise ElectraError(failure)
+    world, run_dir = run.world, run.run_dir
+    if run.step >= run.cfg.train.steps:
+        models = final_models(run.objective, run.cfg, run.data, world.is_main)
+        if world.is_main:
+            tokenizer = load_tokenizer(run_dir / "tokenizer")
+            for role, network in models.items():
+                save_pretrained(network, run_dir / role, tokenizer)
+            print(
+                f"done: {run.step} steps; models in {run_dir}/{{{','.join(models)}}}",
+                file=sys.stderr,
+            )
+    elif world.is_main:
+        print(
+            f"stopped at step {run.step}: continue with `electra pretrain --resume {run_dir}`",
+            file=sys.stderr,
+        )
+
+
+def final_models(
+    objective: Objective, cfg: RunConfig, data: PretrainingData, is_main: bool
+) -> dict[str, torch.nn.Module]:
+    """The trained networks by role, whole: FSDP's shards are gathered (every rank takes part)
+    into a CPU copy on rank 0."""
+    if not any(isinstance(p, DTensor) for p in objective.parameters()):
+        return objective.models()
+    full = get_model_state_dict(
+        objective, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+    if not is_main:  # with cpu_offload, only rank 0 receives the whole
+        return {}
+    copy = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
+    copy.load_state_dict(full)
+    return copy.models()
+
+
+def drop_metrics_after(run_dir: Path, step: int) -> None:
+    """Removes the metrics a killed run logged after the checkpoint it resumes from, so that
+    RUN/metrics.jsonl holds each step once."""
+    rows = read_metrics(run_dir)
+    kept = [r for r in rows if r.get("step", 0) <= step]
+    if len(kept) < len(rows):
+        write_text_atomic(
+            Path(run_dir) / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept)
+        )
+
+
+def _postfix(record: dict[str, Any]) -> dict[str, str]:
+    shown = {
+        "loss": record.get("loss"),
+        "auc": record.get("disc_auc"),
+        "tok/s": record.get("tokens_per_s"),
+    }
+    return {k: f"{v:.3g}" for k, v in shown.items() if isinstance(v, float) and not math.isnan(v)}

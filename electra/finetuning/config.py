@@ -1,0 +1,144 @@
+"""The fine-tuning recipe's settings (docs/specification.md §Fine-tuning: the paper's Table 7) and
+the defaults that depend on the task and the model's size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from electra.config import ModelConfig, OptimConfig, RuntimeConfig
+from electra.errors import ElectraError
+
+QA_HEADS = ("official", "linear")  # FinetuneConfig.qa_head (electra.tasks.squad)
+
+
+@dataclass
+class FinetuneConfig(OptimConfig, RuntimeConfig):
+    """The fine-tuning recipe (docs/specification.md §Fine-tuning: the paper's Table 7), plus the
+    shared optimizer and runtime settings. A 0 means "the default for this task or model size",
+    resolved by `resolve_recipe` and saved resolved."""
+
+    lr: float = 0.0  # 0: by model size, small 3e-4, base 1e-4, large 5e-5
+    weight_decay: float = 0.0  # paper 0; the official code 0.01
+    warmup_proportion: float = 0.1
+    layerwise_lr_decay: float = 0.0  # 0.8; large 0.9
+    # The official code gives the top layer lr * decay^2 (docs/specification.md §Fine-tuning,
+    # issue #51); off by default.
+    layerwise_off_by_one: bool = False
+    batch_size: int = 32  # examples per step
+    epochs: int = 0  # 3; RTE and STS-B 10; SQuAD 2
+    max_seq_len: int = 0  # 128; SQuAD 512
+    dropout: float = 0.1  # the encoder's and the head's
+    # The official code sums per-example losses over the batch (then clips at 1.0); "mean" averages.
+    loss_reduction: str = "sum"
+    double_unordered: bool = False  # add swapped copies of MRPC and STS-B training pairs
+    seed: int = 0  # runs use seeds seed, seed+1, ...
+    seeds: int = 1  # fine-tuning runs, each scored; the summary gives their median
+    max_train_examples: int = 0  # 0: all; else a seeded random subset
+    # Where the data has no dev file (one file, or a folder or --train without dev): this fraction
+    # of the training file's examples, drawn with `seed`, is held out of training and scored as
+    # dev (e.g. 0.1); unset, such data is refused rather than scored on its own training rows.
+    dev_split: float | None = None
+    # The same architecture from random weights (the no-pretraining baseline).
+    random_init: bool = False
+    # Training batches of GLUE tasks packed several examples to a row (electra.finetuning.packing): the same
+    # encoder arithmetic as padded rows, without computing the padding. Under cuda_graph, batches
+    # are padded to a few widths (powers of two from 32) instead, one graph per width.
+    pack: bool = True
+    # --- SQuAD and qa
+    doc_stride: int = 128  # tokens between the starts of a long context's windows
+    max_query_length: int = 64  # question tokens kept
+    n_best: int = 20  # candidate starts and ends scored per window
+    max_answer_length: int = 30  # tokens
+    # SQuAD 2.0: predict no answer when the null score is above this; default: the head's
+    # (official -2.75, linear 0.0, as Hugging Face's).
+    null_threshold: float | None = None
+    # --- your own data (docs/finetuning.md): classification, multilabel, regression, tagging, qa
+    text_columns: tuple[str, ...] = ()  # one text column or a pair; default text, or text_a text_b
+    label_column: str = ""  # default label
+    labels: tuple[str, ...] = ()  # the label set, in order; default: read from the training file
+    # A CSV's field separator: , ; | or tab; default: the one the file's header holds most often
+    delimiter: str | None = None
+    threshold: float = 0.5  # multilabel: a label is predicted when its probability is above this
+    tag_column: int = -1  # tagging, CoNLL-style files: the tag's column (0-based; -1 the last)
+    # qa: official (the paper's XLNet-style head) or linear (one start/end layer, as Hugging
+    # Face's ElectraForQuestionAnswering, which only that one can be exported to)
+    qa_head: str = "official"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.loss_reduction not in ("sum", "mean"):
+            raise ElectraError(f"loss_reduction={self.loss_reduction!r}: use sum or mean")
+        if self.qa_head not in QA_HEADS:
+            raise ElectraError(f"qa_head={self.qa_head!r}: use {' or '.join(QA_HEADS)}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ElectraError(
+                f"threshold={self.threshold}: a probability, between 0 and 1 (default 0.5)"
+            )
+        self._check_ranges()
+        if self.delimiter is not None and self.delimiter not in (",", ";", "|", "\t", "tab"):
+            raise ElectraError(
+                f"delimiter={self.delimiter!r}: use , ; | or tab (for a CSV's field separator)"
+            )
+        if self.dev_split is not None and not 0 < self.dev_split < 1:
+            raise ElectraError(
+                f"dev_split={self.dev_split}: a fraction of the training examples, between 0 and "
+                "1 (e.g. 0.1)"
+            )
+
+    def _check_ranges(self) -> None:
+        """A count or rate out of its range is one error, not a run that trains nothing."""
+        for name, low in _FINETUNE_MINIMA.items():
+            value = getattr(self, name)
+            if value is not None and value < low:
+                default = " (0: the default)" if name in _ZERO_IS_DEFAULT else ""
+                raise ElectraError(f"{name} must be at least {low}{default} (got {value:g})")
+        for name in ("warmup_proportion", "dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ElectraError(f"{name}={getattr(self, name):g}: a fraction in [0, 1)")
+        if not 0 <= self.layerwise_lr_decay <= 1:
+            raise ElectraError(
+                f"layerwise_lr_decay={self.layerwise_lr_decay} must be in (0, 1], or 0 for the default"
+            )
+
+
+_FINETUNE_MINIMA = {
+    "batch_size": 1,
+    "seeds": 1,
+    "seed": 0,
+    "epochs": 0,
+    "lr": 0,
+    "weight_decay": 0,
+    "clip_norm": 0,
+    "max_seq_len": 0,
+    "max_train_examples": 0,
+    "doc_stride": 1,
+    "max_query_length": 1,
+    "n_best": 1,
+    "max_answer_length": 1,
+}
+_ZERO_IS_DEFAULT = ("epochs", "lr", "max_seq_len", "max_train_examples")
+
+
+def model_size(model: ModelConfig) -> str:
+    """The paper's size class of an encoder, which sets its fine-tuning LR and layer decay."""
+    if model.hidden_size >= 1024:
+        return "large"
+    return "base" if model.hidden_size >= 512 else "small"
+
+
+FINETUNE_LR = {"small": 3e-4, "base": 1e-4, "large": 5e-5}
+LAYERWISE_DECAY = {"small": 0.8, "base": 0.8, "large": 0.9}
+
+
+def resolve_recipe(
+    cfg: FinetuneConfig, model: ModelConfig, epochs: int, max_seq_len: int
+) -> FinetuneConfig:
+    """Fills the 0 ("default") fields from the model's size and the task's defaults."""
+    size = model_size(model)
+    return replace(
+        cfg,
+        lr=cfg.lr or FINETUNE_LR[size],
+        layerwise_lr_decay=cfg.layerwise_lr_decay or LAYERWISE_DECAY[size],
+        epochs=cfg.epochs or epochs,
+        max_seq_len=min(cfg.max_seq_len or max_seq_len, model.max_position_embeddings),
+    )

@@ -1,0 +1,104 @@
+"""`evaluate`: score a fine-tuned model on a split it did not train on."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from electra.atomic import (
+    atomic_dir,
+    write_json_atomic,
+)
+from electra.errors import ElectraError
+from electra.finetuning.baselines import baseline_scores, judge
+from electra.finetuning.dev_split import (
+    HeldOut,
+    trained_on,
+)
+from electra.finetuning.results import evaluate_sets, read_file, write_jsonl
+from electra.finetuning.run import _dev_set
+from electra.hf.finetuned import FINETUNE_FILE, finetuned_dir, load_for_inference
+from electra.tasks import get_task
+from electra.tasks.base import Task
+from electra.tasks.tables import DataSource
+
+
+def unseen_sets(
+    task: Task, data: DataSource, split: str, info: dict[str, Any], source: Path
+) -> dict[str, list]:
+    """The examples of a split that `evaluate` scores: `read_split`'s, except that the file the
+    model trained on is refused, or, where its dev split was held out of that file (or the data
+    has no dev file), stands for the held-out examples only (`electra.finetuning.dev_split`)."""
+    held = HeldOut.from_json(info["dev_split"]) if info.get("dev_split") else None
+    if split == "dev" and held and not task.has_split(data, "dev"):  # a folder without dev.*
+        files = {_dev_set(task): task.split_files(data, "train")["train"]}
+    else:
+        files = task.split_files(data, split)
+    sets = {}
+    for name, path in files.items():
+        if not trained_on(path, info.get("trained_on")):
+            sets[name] = read_file(task, path, split)
+        elif held and split == "dev":
+            sets[name] = held.split(read_file(task, path, "train"))[1]
+            print(
+                f"{path}: scoring the {len(sets[name])} examples held out as dev", file=sys.stderr
+            )
+        else:
+            raise ElectraError(
+                f"{path} is the file {source} was fine-tuned on: a score on it would be on "
+                "training examples; pass a file it did not train on"
+            )
+    return sets
+
+
+def evaluate(
+    model_path: str | Path,
+    data_dir: DataSource,
+    split: str = "dev",
+    out_dir: str | Path | None = None,
+    task_name: str | None = None,
+    runtime: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
+    predictions and, for a test split of a benchmark with a submission format (GLUE's, SQuAD's),
+    its submission files, labelled or not: a labelled SQuAD test file gets the official
+    predictions.json and null_odds.json to score. A labelled test split is scored as dev is."""
+    source = finetuned_dir(model_path)
+    task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
+    if task_name and get_task(task_name).name != task.name:
+        raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
+    saved = source / FINETUNE_FILE  # none in a Hugging Face folder: no baseline, no train file
+    info = json.loads(saved.read_text()) if saved.is_file() else {}
+    sets = unseen_sets(task, data_dir, split, info, source)
+    encoded = {
+        k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
+    }
+    scores, predictions = evaluate_sets(task, model, sets, encoded, run_time)
+    # None for a model fine-tuned before baselines were kept: its training set is not read here.
+    fitted = info.get("baseline")
+    baseline = baseline_scores(task, fitted, sets)
+    out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
+    with atomic_dir(out_dir) as tmp:
+        write_jsonl(tmp / "predictions.jsonl", predictions)
+        files = []
+        for name in sets:
+            rows = [p for p in predictions if p.get("set", name) == name]
+            if split == "test" and task.writes_submission:
+                files.append(task.write_submission(rows, name, tmp).name)
+        results = {
+            "task": task.name,
+            "model": str(source),
+            "split": split,
+            "main_metric": task.main_metric,
+            "metrics": scores,
+            "baseline": baseline,
+            **judge(task.main_metric, baseline, scores, predictions),
+            "examples": {k: len(v) for k, v in sets.items()},
+            "submission_files": files,
+            "config": asdict(cfg),
+        }
+        write_json_atomic(tmp / "results.json", results)
+    return {**results, "out": str(out_dir)}

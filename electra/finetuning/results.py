@@ -1,0 +1,125 @@
+"""A fine-tuning run's examples and predictions: reading splits, writing and scoring
+`predictions.jsonl`, and the median and spread over seeds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+from torch import nn
+
+from electra.atomic import (
+    atomic_path,
+)
+from electra.engine.runtime import (
+    Runtime,
+)
+from electra.errors import ElectraError
+from electra.finetuning.loop import predict
+from electra.tasks.base import Encoded, Task, utf8_text
+from electra.tasks.tables import DataSource
+
+
+def read_split(task: Task, data_dir: DataSource, split: str) -> dict[str, list]:
+    """A split's examples by evaluation set (MNLI's dev split has two: matched and mismatched)."""
+    return {
+        name: read_file(task, path, split)
+        for name, path in task.split_files(data_dir, split).items()
+    }
+
+
+def read_file(task: Task, path: Path, split: str) -> list:
+    """One file's examples, read by the task; a file that is not UTF-8 is one error naming it,
+    and so is an id given twice in a dev or test file, whose predictions are matched by id."""
+    with utf8_text(path):
+        examples = task.read(path, split)
+    if split != "train":
+        check_unique_ids(path, examples)
+    return examples
+
+
+def check_unique_ids(path: Path, examples: list) -> None:
+    seen: set[str] = set()
+    for e in examples:
+        if e.id in seen:
+            raise ElectraError(
+                f"{path}: the id {e.id!r} is given to two examples: make the ids unique "
+                "(or leave them out, and the examples are numbered)"
+            )
+        seen.add(e.id)
+
+
+def evaluate_sets(
+    task: Task,
+    model: nn.Module,
+    sets: dict[str, list],
+    encoded: dict[str, Encoded],
+    runtime: Runtime,
+) -> tuple[dict[str, float], list[dict]]:
+    """Predictions for every set, and their scores where gold labels are known."""
+    scores, rows = {}, []
+    # A model fine-tuned with cuda_graph may be evaluated on the CPU: nothing to capture.
+    graphed = runtime.cuda_graph and runtime.device.type == "cuda"
+    runtime = replace(runtime, cuda_graph=graphed)
+    for name, examples in sets.items():
+        preds = predict(task, model, examples, encoded[name], runtime)
+        if all(p["label"] is not None for p in preds):
+            prefix = f"{name}_" if len(sets) > 1 else ""
+            scores.update({prefix + k: v for k, v in task.score(preds).items()})
+        rows += [{**p, "set": name} if len(sets) > 1 else p for p in preds]
+    return scores, rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as e:
+                    raise ElectraError(f"{path}, line {line_no}: not JSON ({e})") from None
+    if not rows:
+        raise ElectraError(f"{path} is empty")
+    return rows
+
+
+def score_predictions(task: Task, path: Path) -> dict[str, float]:
+    """Recomputes a run's metrics from its `predictions.jsonl`."""
+    rows = read_jsonl(path)
+    missing = [r.get("id") for r in rows if "prediction" not in r or r.get("label") is None]
+    if missing:
+        raise ElectraError(
+            f"{path}: {len(missing)} rows lack a prediction or a gold label (first id: {missing[0]})"
+        )
+    sets: dict[str, list[dict]] = {}
+    for r in rows:
+        sets.setdefault(r.get("set", ""), []).append(r)
+    scores = {}
+    for name, preds in sets.items():
+        prefix = f"{name}_" if len(sets) > 1 else ""
+        scores.update({prefix + k: v for k, v in task.score(preds).items()})
+    return scores
+
+
+def summarize(per_seed: list[dict]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Median of each metric over seeds, and its spread (min, max, standard deviation)."""
+    names = per_seed[0]["metrics"].keys()
+    medians, spread = {}, {}
+    for name in names:
+        values = [s["metrics"][name] for s in per_seed]
+        medians[name] = statistics.median(values)
+        spread[name] = {
+            "min": min(values),
+            "max": max(values),
+            "std": statistics.pstdev(values),
+        }
+    return medians, spread

@@ -1,0 +1,238 @@
+"""Hugging Face ELECTRA folders with a task head, or with none (docs/huggingface.md#import).
+
+- `load_hf_encoder`: the encoder of an `ElectraModel` folder (what `AutoModel` saves, its weights
+  without the `electra.` prefix) or of a classifier, tagger or QA folder, for `electra finetune`,
+  which trains a new head: the folder's own head is left behind, and said so once on stderr.
+- `is_hf_task_dir` and `load_hf_finetuned`: a classifier (`ElectraForSequenceClassification`:
+  single-label, multi-label or regression by `problem_type` and `num_labels`), tagger
+  (`ElectraForTokenClassification`) or QA (`ElectraForQuestionAnswering`) folder run as it is by
+  `electra predict` and `electra evaluate`, with the task its `config.json` describes (labels from
+  `id2label`) and a model computing HF's logits; the weights load by name.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import tokenizers
+import torch
+from torch import nn
+
+from electra.config import ModelConfig
+from electra.errors import ElectraError
+from electra.finetuning.config import FinetuneConfig
+from electra.hf.pretrained import (
+    ARCHITECTURES,
+    fit_state_dict,
+    is_model_dir,
+    load_strict,
+    misfit,
+    model_tokenizer,
+    read_model_config,
+    read_state_dict,
+    resolve_model_dir,
+    weights_file,
+)
+from electra.model.electra import ElectraModel
+from electra.model.heads import (
+    ElectraForSequenceClassificationHF,
+    ElectraForSpanQuestionAnswering,
+    ElectraForTokenClassification,
+)
+from electra.tasks.base import Task
+from electra.tasks.labelled import ClassificationTask, MultilabelTask, RegressionTask
+from electra.tasks.qa import QaTask
+from electra.tasks.tagging import TAG, TaggingTask
+
+# The HF classes that `electra predict` and `evaluate` run as they are.
+TASK_HEADS = (
+    "ElectraForSequenceClassification",
+    "ElectraForTokenClassification",
+    "ElectraForQuestionAnswering",
+)
+# The HF classes whose encoder `electra finetune` takes, and the head each leaves behind (and our
+# linear QA head's class, so that every fine-tuned folder of ours is taken too).
+ENCODER_SOURCES = {
+    "ElectraModel": "",
+    "ElectraForSequenceClassification": "classification head",
+    "ElectraForTokenClassification": "token classification head",
+    "ElectraForQuestionAnswering": "question answering head",
+    "ElectraForSpanQuestionAnswering": "question answering head",
+}
+PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+
+
+class _Encoder(nn.Module):
+    """The encoder under the `electra.` prefix, as every head holds it: what the weights of a
+    folder are checked against."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.electra = ElectraModel(cfg)
+
+
+def load_hf_encoder(
+    path: str | Path,
+) -> tuple[ModelConfig, dict[str, torch.Tensor], tokenizers.Tokenizer, Path] | None:
+    """`electra.hf.finetuned.load_encoder` for a folder of `ENCODER_SOURCES`: its config, encoder
+    weights (`electra.*`), tokenizer and path. None for a pretraining folder (a discriminator or
+    generator: `load_pretrained` reads it); any other folder is an error naming what is taken."""
+    path = resolve_model_dir(path)
+    arch, cfg = read_model_config(path, (*ARCHITECTURES, *ENCODER_SOURCES))
+    if arch in ARCHITECTURES:
+        return None
+    tokenizer = model_tokenizer(path, cfg)
+    state = read_state_dict(path)
+    if arch == "ElectraModel" and not any(k.startswith("electra.") for k in state):
+        state = {f"electra.{k}": v for k, v in state.items()}  # a base model's names
+    with torch.device("meta"):  # only the names and shapes are compared
+        holder = _Encoder(cfg)
+    state = fit_state_dict(state, holder, path)  # drops the buffers older versions saved
+    if arch != "ElectraModel":
+        state = {k: v for k, v in state.items() if k.startswith("electra.")}
+    if problem := misfit(holder, state, weights_file(path).name):
+        raise ElectraError(
+            f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "
+            "the folder it came with"
+        )
+    if head := ENCODER_SOURCES[arch]:
+        print(
+            f"note: {path} is an {arch}: its {head} is not used: a new one is trained",
+            file=sys.stderr,
+        )
+    return cfg, state, tokenizer, path
+
+
+def is_hf_task_dir(path: Path) -> bool:
+    """Whether `path` is a model folder of `TASK_HEADS` (the fine-tuned-model check has found no
+    finetune.json). False where it holds no model; a model of another kind is an error saying
+    what `predict` and `evaluate` take."""
+    if not is_model_dir(path):
+        return False
+    raw = _config(path)
+    arch = (raw.get("architectures") or ["ElectraForPreTraining"])[0]
+    if raw.get("model_type", "electra") == "electra" and arch not in TASK_HEADS:
+        raise ElectraError(
+            f"{path} holds an {arch}, not a fine-tuned model: fine-tune it with `electra "
+            "finetune`, or pass a finetune --out folder, one of its seed folders, or a Hugging "
+            f"Face {', '.join(TASK_HEADS[:-1])} or {TASK_HEADS[-1]} folder"
+        )
+    read_model_config(path, TASK_HEADS)  # another model type: one line saying so
+    return True
+
+
+def load_hf_finetuned(
+    path: Path,
+) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
+    """`electra.hf.finetuned.load_finetuned` for a folder of `TASK_HEADS`: the task its config.json
+    describes, the model with its weights, the tokenizer, and the recipe's defaults with
+    `max_seq_len` the tokenizer's `model_max_length` (at most the model's positions)."""
+    raw = _config(path)
+    arch, model_cfg = read_model_config(path, TASK_HEADS)
+    tokenizer = model_tokenizer(path, model_cfg)
+    qa_head = "linear" if arch == "ElectraForQuestionAnswering" else FinetuneConfig.qa_head
+    cfg = FinetuneConfig(max_seq_len=_max_length(path, model_cfg), qa_head=qa_head)
+    state = read_state_dict(path)
+    if arch == "ElectraForSequenceClassification" and "classifier.weight" in state:
+        raise ElectraError(
+            f"{path} holds electra's one-layer classifier but no finetune.json: use the seed "
+            "folder it came from, or `electra export` that one for Hugging Face"
+        )
+    if arch == "ElectraForSequenceClassification":
+        task, model = _classifier(raw, model_cfg, cfg, path)
+    elif arch == "ElectraForTokenClassification":
+        tags = _labels(raw, path)
+        _check_tags(tags, path)
+        task, model = TaggingTask(tags=tags), ElectraForTokenClassification(model_cfg, len(tags))
+    else:
+        if _num_labels(raw) != 2:
+            raise ElectraError(
+                f"{path / 'config.json'}: a question answering head with num_labels="
+                f"{_num_labels(raw)}; HF's start and end logits need 2"
+            )
+        # An answer is withheld where the null score is above 0, as HF's run_squad does for
+        # SQuAD 2.0; the record's null_score lets a caller draw its own line.
+        head = {"qa_head": "linear", "version": "2.0"}
+        task = QaTask(cfg).with_head_config(head)
+        model = ElectraForSpanQuestionAnswering(model_cfg)
+    load_strict(model, fit_state_dict(state, model, path), path)
+    return task, model, tokenizer, cfg
+
+
+def _classifier(
+    raw: dict, model_cfg: ModelConfig, cfg: FinetuneConfig, path: Path
+) -> tuple[Task, nn.Module]:
+    """The task of a sequence classifier, by `problem_type` (unset: regression for one label,
+    as HF's own loss decides), and HF's two-layer head."""
+    n = _num_labels(raw)
+    kind = raw.get("problem_type") or ("regression" if n == 1 else PROBLEM_TYPES[0])
+    if kind not in PROBLEM_TYPES:
+        raise ElectraError(
+            f"{path / 'config.json'}: problem_type {kind!r} is not one of {', '.join(PROBLEM_TYPES)}"
+        )
+    if kind == "regression":
+        if n != 1:
+            raise ElectraError(
+                f"{path / 'config.json'}: regression on {n} outputs; electra's regression "
+                "predicts one value (num_labels 1)"
+            )
+        task: Task = RegressionTask(cfg).with_head_config({"scale": 1.0})  # the logit is the value
+    else:
+        kinds = {PROBLEM_TYPES[0]: ClassificationTask, PROBLEM_TYPES[1]: MultilabelTask}
+        task = kinds[kind](cfg).with_head_config({"labels": list(_labels(raw, path))})
+    return task, ElectraForSequenceClassificationHF(model_cfg, n, raw.get("classifier_dropout"))
+
+
+def _config(path: Path) -> dict:
+    try:
+        raw = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ElectraError(f"cannot read {path / 'config.json'}: {e}") from None
+    if not isinstance(raw, dict):
+        raise ElectraError(f"{path / 'config.json'} is not a JSON object")
+    return raw
+
+
+def _num_labels(raw: dict) -> int:
+    """HF's rule: the size of `id2label` where there is one, else `num_labels` (default 2)."""
+    return len(raw["id2label"]) if raw.get("id2label") else int(raw.get("num_labels", 2))
+
+
+def _labels(raw: dict, path: Path) -> tuple[str, ...]:
+    """The output names in order: `id2label`, or HF's defaults LABEL_0, LABEL_1, ..."""
+    n = _num_labels(raw)
+    given = {str(k): str(v) for k, v in (raw.get("id2label") or {}).items()}
+    if given and set(given) != {str(i) for i in range(n)}:
+        raise ElectraError(
+            f"{path / 'config.json'}: id2label's keys are not 0 to {n - 1}: number the labels so"
+        )
+    labels = tuple(given.get(str(i), f"LABEL_{i}") for i in range(n))
+    if len(set(labels)) != n:
+        twice = next(x for x in labels if labels.count(x) > 1)
+        raise ElectraError(
+            f"{path / 'config.json'}: id2label names {twice!r} twice: give each output its own name"
+        )
+    return labels
+
+
+def _check_tags(tags: tuple[str, ...], path: Path) -> None:
+    if bad := [t for t in tags if not TAG.match(t)]:
+        raise ElectraError(
+            f"{path / 'config.json'}: the tagger's labels ({', '.join(bad[:3])}) are not IOB: "
+            "electra's tagging reads O, B-TYPE and I-TYPE tags; rename id2label's tags so"
+        )
+
+
+def _max_length(path: Path, cfg: ModelConfig) -> int:
+    """The tokenizer's `model_max_length` (what HF's pipeline truncates to), at most the model's
+    positions, which are the length where there is none (or the "no limit" placeholder)."""
+    try:
+        given = json.loads((path / "tokenizer_config.json").read_text()).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        given = None
+    if isinstance(given, int | float) and 0 < given <= cfg.max_position_embeddings:
+        return int(given)
+    return cfg.max_position_embeddings

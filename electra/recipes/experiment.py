@@ -1,0 +1,440 @@
+"""`electra experiment`: the paper's compute-matched comparison in one command.
+
+Each arm (an objective name, or a label with any config overrides) is pretrained at the same
+training FLOPs (`electra.model.flops.official_train_flops`, the paper's Table 1 convention), so arms that
+cost more per step take fewer steps. At `points` evenly spaced fractions of the budget the run's
+checkpoint becomes a model folder and is fine-tuned on the chosen GLUE tasks (or a task on the
+user's own files, `--task NAME --task-data DIR`) over several seeds, so each arm is a line of GLUE
+score (the mean of the task medians) against pretraining FLOPs. OUT holds:
+
+    experiment.json          the resolved plan (arms, steps, FLOPs); a rerun must match it
+    arms/LABEL/pretrain/     the pretraining run (metrics.jsonl, checkpoints, model folders)
+    arms/LABEL/step_N/       the checkpoint's networks as model folders, and finetune/TASK/
+    results.json, results.md the table; glue_vs_flops.png, losses.png the plots
+
+Every finished piece is kept: run the same command again and it continues where it stopped.
+Started twice at once, two processes take different arms (each arm is locked while it runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
+from electra.config import RunConfig, apply_overrides, preset
+from electra.data.store import PretrainingData
+from electra.engine.checkpoint import checkpoint_dirs
+from electra.engine.tracking import read_metrics
+from electra.engine.train import fit_config_to_data, pretrain
+from electra.errors import ElectraError
+from electra.hf.export import export_hf
+from electra.hf.pretrained import ROLES, is_model_dir
+from electra.model.flops import official_train_flops
+from electra.objectives import OBJECTIVES, check_objective, fill_objective_settings
+from electra.tasks.glue import GLUE
+
+# The loss each family of objectives teaches its encoder, for the loss-curve plot.
+ENCODER_LOSS = ("disc_loss", "main_loss", "mlm_loss")
+
+
+@dataclass
+class Arm:
+    label: str
+    overrides: dict[str, str]
+
+
+def parse_arm(spec: str) -> Arm:
+    """`NAME` (an objective) or `LABEL:section.field=value,section.field=value`."""
+    label, _, rest = spec.partition(":")
+    if not rest:
+        if label not in OBJECTIVES:
+            raise ElectraError(
+                f"arm {spec!r}: a bare arm must be an objective ({', '.join(OBJECTIVES)}); "
+                "otherwise write LABEL:section.field=value,..."
+            )
+        return Arm(label, {"objective.name": label})
+    overrides = {}
+    for item in rest.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or "." not in key:
+            raise ElectraError(f"arm {spec!r}: {item!r} is not section.field=value")
+        overrides[key.strip()] = value.strip()
+    return Arm(label, overrides)
+
+
+@dataclass
+class Plan:
+    """What an experiment runs; saved as OUT/experiment.json and checked on a rerun."""
+
+    preset: str
+    data: str
+    glue: str
+    arms: list[Arm]
+    tasks: list[str]
+    seeds: int = 3
+    flops: float = 0.0  # the budget; 0: what the first arm spends in `steps`
+    steps: int = 0
+    points: int = 1  # fine-tuned checkpoints per arm, evenly spaced over the budget
+    pretrain_set: dict[str, str] = field(default_factory=dict)
+    finetune_set: dict[str, str] = field(default_factory=dict)
+    # A task on the user's own files (classification, ..., `electra.tasks.OWN_DATA`) -> its folder
+    # of train.*/dev.* files; the other tasks are GLUE's, under `glue`.
+    task_data: dict[str, str] = field(default_factory=dict)
+
+
+def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunConfig:
+    """The arm's run config at `steps`, fitted to the data as the trainer fits it (so that its
+    FLOPs are the ones the run logs), with the settings its objective implies where the arm
+    leaves them unset, as `electra pretrain` fills them (a two_stage arm switches at half the
+    steps, an adversarial one warms up for a tenth)."""
+    values = {**plan.pretrain_set, **arm.overrides, "data.path": plan.data, "train.steps": steps}
+    cfg = apply_overrides(preset(plan.preset), values, source=f"arm {arm.label}")
+    cfg = fit_config_to_data(cfg, data, keep_vocab=False)
+    return fill_objective_settings(cfg, values)[0]
+
+
+def steps_for_budget(plan: Plan, arm: Arm, budget: float, data: PretrainingData) -> int:
+    """The most steps whose training FLOPs stay within `budget` (FLOPs grow with steps)."""
+
+    def fits(steps: int) -> bool:
+        return official_train_flops(arm_config(plan, arm, steps, data)) <= budget
+
+    low, high = 1, 2
+    while fits(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
+def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
+    """Per arm: steps, FLOPs and the checkpoints to fine-tune, checked before anything runs."""
+    if not plan.arms:
+        raise ElectraError("an experiment needs at least one --arm")
+    labels = [a.label for a in plan.arms]
+    if len(set(labels)) != len(labels):
+        raise ElectraError(f"arm labels must differ (got {', '.join(labels)})")
+    for task in plan.tasks:
+        check_task(plan, task)
+
+    if plan.flops > 0:
+        budget = plan.flops
+    elif plan.steps > 0:
+        budget = official_train_flops(arm_config(plan, plan.arms[0], plan.steps, data))
+    else:
+        raise ElectraError("give the budget: --flops F, or --steps N for the first arm")
+    arms = {}
+    for arm in plan.arms:
+        steps = steps_for_budget(plan, arm, budget, data)
+        cfg = arm_config(plan, arm, steps, data)
+        check_objective(cfg)
+        points = sorted({max(1, round(steps * (i + 1) / plan.points)) for i in range(plan.points)})
+        arms[arm.label] = {
+            "overrides": arm.overrides,
+            "objective": cfg.objective.name,
+            "steps": steps,
+            "train_flops": official_train_flops(cfg),
+            "points": {str(p): official_train_flops(cfg, steps=p) for p in points},
+        }
+    return {"budget": budget, "arms": arms}
+
+
+def check_task(plan: Plan, task: str) -> None:
+    """A GLUE task's folder exists; a task on the user's files reads them (train and dev) now,
+    so that a bad file stops the experiment before any pretraining, not after it."""
+    if task in plan.task_data:
+        from electra.finetuning.results import read_split
+        from electra.hf.finetuned import finetune_config
+        from electra.tasks import get_task
+
+        cfg = finetune_config(plan.finetune_set, source="--finetune-set")
+        own = get_task(task, cfg)
+        for split in ("train", "dev"):
+            read_split(own, plan.task_data[task], split)
+        return
+    if task not in GLUE:
+        raise ElectraError(
+            f"task {task!r} is not a GLUE task ({', '.join(GLUE)}): a task on your own files "
+            "takes --task NAME --task-data DIR"
+        )
+    if not plan.glue:
+        raise ElectraError(f"the GLUE task {task} needs --glue FOLDER (holding CoLA/, SST-2/, ...)")
+    if not (Path(plan.glue) / GLUE[task].submission).is_dir():
+        raise ElectraError(f"{Path(plan.glue) / GLUE[task].submission} not found (--glue)")
+
+
+def data_of(plan: Plan, task: str) -> Path:
+    """Where a task's files are: its --task-data folder, or its folder under --glue."""
+    if task in plan.task_data:
+        return Path(plan.task_data[task])
+    return Path(plan.glue) / GLUE[task].submission
+
+
+def score_name(plan: Plan) -> str:
+    """What the mean of the task medians is called: GLUE when every task is GLUE's."""
+    return "GLUE" if all(t in GLUE for t in plan.tasks) else "mean"
+
+
+def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
+    out = Path(out)
+    data = PretrainingData(plan.data)
+    resolved = resolve(plan, data)
+    record = {"plan": asdict(plan), **resolved}
+    saved = out / "experiment.json"
+    if saved.is_file():
+        before = json.loads(saved.read_text())
+        # An experiment.json written before task_data existed holds no such key: none given.
+        if {"task_data": {}, **before["plan"]} != record["plan"]:
+            raise ElectraError(
+                f"{out} holds another experiment ({saved} differs): choose another --out"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(saved, record)
+
+    busy = []
+    for arm in plan.arms:
+        arm_dir = out / "arms" / arm.label
+        with ArmLock(arm_dir) as mine:
+            if not mine:  # another process runs it: this one goes on with the next arm
+                busy.append(arm.label)
+                continue
+            info = resolved["arms"][arm.label]
+            cfg = arm_config(plan, arm, info["steps"], data)
+            for point in map(int, info["points"]):
+                models = pretrain_to(plan, arm, info["steps"], point, arm_dir, data)
+                encoder = encoder_folder(cfg, models, point)
+                for task in plan.tasks:
+                    finetune_point(plan, encoder, task)
+                write_results(plan, resolved, out)
+    if busy:
+        print(
+            f"experiment: arms {', '.join(busy)} are being run by another process; their "
+            "results join the table when it finishes",
+            file=sys.stderr,
+        )
+    return write_results(plan, resolved, out)
+
+
+class ArmLock:
+    """ARM/.lock holding this process's pid while it runs the arm, so that the same command
+    started twice runs different arms side by side (one per core or GPU). A lock whose process
+    is gone is taken over."""
+
+    def __init__(self, arm_dir: Path):
+        self.path = arm_dir / ".lock"
+        self.held = False
+
+    def __enter__(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if _alive(self.path):
+                    return False
+                self.path.unlink(missing_ok=True)  # stale: its process ended without cleaning up
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            self.held = True
+            return True
+        return False
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+
+
+def _alive(lock: Path) -> bool:
+    try:
+        pid = int(lock.read_text().strip() or 0)
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError, FileNotFoundError):
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
+def pretrain_to(
+    plan: Plan, arm: Arm, steps: int, point: int, arm_dir: Path, data: PretrainingData
+) -> Path:
+    """Trains the arm's run up to step `point` (resuming it) and returns the folder of that
+    checkpoint's networks as model folders."""
+    models = arm_dir / f"step_{point}"
+    if (models / "experiment-point.json").is_file():
+        return models
+    run = arm_dir / "pretrain"
+    done = {int(p.name.split("_")[1]) for p in checkpoint_dirs(run)}
+    if not done and run.exists():
+        shutil.rmtree(run)  # stopped before its first checkpoint: nothing to resume
+    if point not in done:
+        cfg = arm_config(plan, arm, steps, data)
+        cfg = replace(cfg, train=replace(cfg.train, stop_after=point))
+        start = time.perf_counter()
+        pretrain(cfg, run, resume=bool(done))
+        print(
+            f"experiment: {arm.label} pretrained to step {point}/{steps} "
+            f"({(time.perf_counter() - start) / 60:.1f} min)",
+            file=sys.stderr,
+        )
+    if models.exists():
+        shutil.rmtree(models)
+    export_hf(run, models, step=point)
+    write_json_atomic(models / "experiment-point.json", {"step": point})
+    return models
+
+
+def encoder_folder(cfg: RunConfig, models: Path, step: int) -> Path:
+    """The network to fine-tune after `step` steps: the discriminator, or the MLM model; for
+    two_stage, the generator until the switch (the discriminator has not trained yet)."""
+    if cfg.objective.name == "two_stage" and step <= cfg.objective.two_stage_steps:
+        return models / "generator"
+    return next(models / r for r in ROLES if is_model_dir(models / r))
+
+
+def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
+    from electra.finetuning.run import finetune
+    from electra.hf.finetuned import finetune_config
+
+    out = encoder.parent / "finetune" / task
+    summary = out / "summary.json"
+    if summary.is_file():
+        return json.loads(summary.read_text())
+    cfg = finetune_config(
+        {**plan.finetune_set, "seeds": plan.seeds, "progress": False}, source="--finetune-set"
+    )
+    results = finetune(encoder, task, data_of(plan, task), out, cfg, overwrite=True)
+    metric = results["main_metric"]
+    row = {
+        "metric": metric,
+        "median": results["metrics"][metric],
+        "min": results["spread"][metric]["min"],
+        "max": results["spread"][metric]["max"],
+        "per_seed": [s["metrics"][metric] for s in results["per_seed"]],
+        # The trivial predictor's score (finetune's `baseline`): a median near it learned nothing.
+        "baseline": (results.get("baseline") or {}).get("metrics", {}).get(metric),
+        "seeds_not_beating_baseline": results["seeds_not_beating_baseline"],
+    }
+    write_json_atomic(summary, {**row, "model": str(encoder)})
+    return row
+
+
+def collect(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Every finished point's scores: {arm: [{step, train_flops, tasks: {task: row}, glue}]}."""
+    table: dict[str, list[dict[str, Any]]] = {}
+    for arm in plan.arms:
+        info = resolved["arms"][arm.label]
+        rows = []
+        for point, flops in info["points"].items():
+            ft = out / "arms" / arm.label / f"step_{point}" / "finetune"
+            tasks = {
+                t: json.loads((ft / t / "summary.json").read_text())
+                for t in plan.tasks
+                if (ft / t / "summary.json").is_file()
+            }
+            if not tasks:
+                continue
+            glue = sum(r["median"] for r in tasks.values()) / len(tasks)
+            complete = len(tasks) == len(plan.tasks)
+            rows.append(
+                {
+                    "step": int(point),
+                    "train_flops": flops,
+                    "tasks": tasks,
+                    "glue": glue if complete else None,
+                }
+            )
+        table[arm.label] = rows
+    return table
+
+
+def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, Any]:
+    table = collect(plan, resolved, out)
+    results = {"budget": resolved["budget"], "tasks": plan.tasks, "arms": table}
+    write_json_atomic(out / "results.json", results)
+    lines = [
+        f"Budget: {resolved['budget']:.3g} training FLOPs per arm (official convention); "
+        f"median of {plan.seeds} fine-tuning seeds (min–max); {score_name(plan)} = mean of the "
+        "task medians.",
+        "",
+        "| arm | objective | steps | train FLOPs | "
+        + " | ".join(plan.tasks)
+        + f" | {score_name(plan)} |",
+        "|---|---|---|---|" + "---|" * len(plan.tasks) + "---|",
+    ]
+    for arm in plan.arms:
+        info = resolved["arms"][arm.label]
+        rows = table[arm.label]
+        last = rows[-1] if rows and rows[-1]["step"] == info["steps"] else None
+        cells = []
+        for task in plan.tasks:
+            r = last["tasks"].get(task) if last else None
+            cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f})" if r else "…")
+        glue = f"{last['glue']:.1f}" if last and last["glue"] is not None else "…"
+        lines.append(
+            f"| {arm.label} | {info['objective']} | {info['steps']} | "
+            f"{info['train_flops']:.3g} | " + " | ".join(cells) + f" | {glue} |"
+        )
+    write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
+    plot_experiment(plan, table, out)
+    return results
+
+
+def plot_experiment(plan: Plan, table: dict[str, list[dict[str, Any]]], out: Path) -> None:
+    """glue_vs_flops.png (a line per arm) and losses.png (each arm's encoder loss against
+    FLOPs, and its generator's MLM loss)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for label, rows in table.items():
+        pts = [(r["train_flops"], r["glue"]) for r in rows if r["glue"] is not None]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("pretraining FLOPs (official convention)")
+    ax.set_ylabel(f"{score_name(plan)} dev ({', '.join(plan.tasks)}; mean of medians)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    _save(fig, out / "glue_vs_flops.png")
+
+    fig, (enc, gen) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for arm in plan.arms:
+        rows = read_metrics(out / "arms" / arm.label / "pretrain")
+        key = next((k for k in ENCODER_LOSS if any(k in r for r in rows)), None)
+        if key is None:
+            continue
+        pts = [(r["train_flops"], r[key]) for r in rows if key in r]
+        enc.plot(*zip(*pts, strict=True), label=f"{arm.label} ({key})")
+        if key != "mlm_loss":
+            pts = [(r["train_flops"], r["mlm_loss"]) for r in rows if "mlm_loss" in r]
+            if pts:
+                gen.plot(*zip(*pts, strict=True), label=arm.label)
+    for ax, title in ((enc, "the encoder's loss"), (gen, "the generator's MLM loss")):
+        ax.set_xlabel("pretraining FLOPs")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend()
+    _save(fig, out / "losses.png")
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110)
+    plt.close(fig)
