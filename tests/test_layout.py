@@ -40,3 +40,21 @@ def test_no_import_circle():
 
     for module in sorted(graph):
         visit(module, [])
+
+
+def test_no_module_over_600_lines():
+    """Modules stay short enough to read: a module past 600 lines is doing several jobs."""
+    long = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600
+    }
+    assert not long, f"split these modules: {long}"
+
+
+def test_the_tree_is_one_level_of_subpackages():
+    """Modules sit in one subpackage per step of the data flow (docs/architecture.md); only the
+    few that every step shares stay at the top."""
+    top = {p.name for p in PACKAGE.glob("*.py")}
+    assert top <= {"__init__.py", "errors.py", "atomic.py", "config.py", "settings.py", "jsonl.py"}
+    assert not [p for p in PACKAGE.glob("*/*/*.py")], "subpackages are one level deep"
