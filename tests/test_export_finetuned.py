@@ -13,8 +13,8 @@ import torch
 
 from electra.errors import ElectraError
 from electra.hf import head_rewrite
-from electra.hf.head_rewrite import exact_classification_head
 from electra.hf.finetuned import load_finetuned
+from electra.hf.head_rewrite import exact_classification_head
 
 from .finetuned_models import CONTEXT, best_seed, data_dirs, finetuned
 from .test_cli import assert_one_line_error, run_cli
@@ -290,7 +290,7 @@ def test_exported_classifier_keeps_its_loss_in_train_mode(tmp_path_factory, tmp_
 
 
 def test_a_rewrite_beyond_the_tolerance_is_refused(monkeypatch):
-    monkeypatch.setattr(export, "REWRITE_TOLERANCE", 0.0)
+    monkeypatch.setattr(head_rewrite, "REWRITE_TOLERANCE", 0.0)
     gamma, beta = torch.ones(64), torch.zeros(64)
     weight, bias = torch.randn(2, 64), torch.zeros(2)
     with pytest.raises(ElectraError, match="refused"):
