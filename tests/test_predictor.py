@@ -97,6 +97,8 @@ def test_what_cannot_be_read_is_one_error(sst2, stsb, tmp_path):
         predictor(["one text only"])  # a pair model
     with pytest.raises(ElectraError, match="line 2: a int, not a text or a pair"):
         predictor(["a\tb", 3])
+    with pytest.raises(ElectraError, match="--batch-size -1: at least 1"):
+        predictor(["a\tb"], batch_size=-1)
     with pytest.raises(ElectraError, match="pass a list of texts"):
         predictor("a fine film")
     with pytest.raises(ElectraError, match="input file not found"):

@@ -107,6 +107,7 @@ class Predictor:
         `{"id": its position, "empty": true}`; ids are the positions from "0". `truncated`
         then says how many were cut to the model's maximum length. `progress` (default: the
         model's runtime setting) shows a bar on stderr."""
+        check_batch_size(batch_size)
         lines = input_lines(inputs)
         show = self.cfg.progress if progress is None else progress
         records: list[dict] = []
@@ -244,12 +245,16 @@ class _Tally:
             )
 
 
+def check_batch_size(batch_size: int) -> None:
+    if batch_size < 0:
+        raise ElectraError(f"--batch-size {batch_size}: at least 1 (or 0, the task's default)")
+
+
 def check_inputs(inputs: list[str], batch_size: int) -> None:
     """Before loading the model, and before any record is out."""
     if not inputs:
         raise ElectraError("no input: pass files in the task's format, or - for standard input")
-    if batch_size < 0:
-        raise ElectraError(f"--batch-size {batch_size}: at least 1 (or 0, the task's default)")
+    check_batch_size(batch_size)
     for name in inputs:
         if name != STDIN and not Path(name).is_file():
             raise ElectraError(f"input file not found: {name}")
@@ -329,8 +334,9 @@ def predict(
         )
     if isinstance(inputs, str | Path):
         check_inputs([str(inputs)], batch_size)
-    else:
-        lines = input_lines(inputs)  # a bad input is refused before the model loads
+    else:  # a bad input is refused before the model loads
+        check_batch_size(batch_size)
+        lines = input_lines(inputs)
     predictor = model if isinstance(model, Predictor) else Predictor.load(model, runtime, reading)
     tally = _Tally()
     if isinstance(inputs, str | Path):
