@@ -10,7 +10,7 @@ vocabulary trained on the task's training text) on the same training examples, b
 128, and predict the whole dev set, on the same device and precision (bf16 autocast on GPU, fp32 on
 CPU, as `electra finetune` defaults to):
 
-- ours: `electra.finetuning.loop.train_model` and `predict` (training batches packed several examples
+- ours: `electra.finetuning.loop.train_model` and `electra.finetuning.inference.predict` (training batches packed several examples
   to a row, `--no-pack` trims each to its longest row instead; prediction batched by length;
   `--compile` compiles the model; `--cuda-graph` pads batches to a few widths and captures the
   training step and the prediction forward per shape, its captures timed with the rest);
@@ -41,8 +41,9 @@ from electra.config import preset
 from electra.data.tokenizer import train_tokenizer
 from electra.engine.runtime import Runtime, configure_process, prepare_model
 from electra.finetuning.config import FinetuneConfig, resolve_recipe
-from electra.finetuning.loop import predict, train_model
-from electra.hf.finetuned import load_encoder
+from electra.finetuning.inference import predict
+from electra.finetuning.loop import train_model
+from electra.hf.from_transformers import load_encoder
 from electra.hf.pretrained import save_pretrained
 from electra.model.electra import ElectraForPreTraining
 from electra.tasks import get_task

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from electra.data.tokenizer import load_tokenizer
-from electra.finetuning.loop import trim
+from electra.finetuning.inference import trim
 from electra.finetuning.packing import pack_batch
 from electra.tasks import get_task
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from electra.errors import ElectraError
-from electra.hf import export
-from electra.hf.export import exact_classification_head
+from electra.hf import head_rewrite
 from electra.hf.finetuned import load_finetuned
+from electra.hf.head_rewrite import exact_classification_head
 
 from .finetuned_models import CONTEXT, best_seed, data_dirs, finetuned
 from .test_cli import assert_one_line_error, run_cli
@@ -193,11 +193,11 @@ def test_the_classifier_rewrite_is_exact_in_fp32(hidden, labels):
     head = exact_classification_head(weight, bias, gamma, beta, "m")
     x = layer_norm_outputs(gamma, beta)
     hidden_units = x @ head["dense.weight"].T + head["dense.bias"]
-    if export.pairs_fit(labels, hidden):
-        pairs = min(export.MAX_PAIRS, hidden // (2 * labels))
+    if head_rewrite.pairs_fit(labels, hidden):
+        pairs = min(head_rewrite.MAX_PAIRS, hidden // (2 * labels))
         assert ((head["out_proj.weight"] != 0).sum(1) == 2 * pairs).all()  # each label's own
     else:
-        z = torch.linspace(6, 6 + 2 * export.HEAD_SPREAD, 100_001)
+        z = torch.linspace(6, 6 + 2 * head_rewrite.HEAD_SPREAD, 100_001)
         assert torch.equal(torch.nn.functional.gelu(z), z)  # exact erf GELU, as HF's "gelu"
         assert hidden_units[:, :labels].min() >= 6 - 1e-3
     theirs = torch.nn.functional.gelu(hidden_units) @ head["out_proj.weight"].T
@@ -290,7 +290,7 @@ def test_exported_classifier_keeps_its_loss_in_train_mode(tmp_path_factory, tmp_
 
 
 def test_a_rewrite_beyond_the_tolerance_is_refused(monkeypatch):
-    monkeypatch.setattr(export, "REWRITE_TOLERANCE", 0.0)
+    monkeypatch.setattr(head_rewrite, "REWRITE_TOLERANCE", 0.0)
     gamma, beta = torch.ones(64), torch.zeros(64)
     weight, bias = torch.randn(2, 64), torch.zeros(2)
     with pytest.raises(ElectraError, match="refused"):

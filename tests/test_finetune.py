@@ -18,7 +18,8 @@ from electra.engine.optim import build_optimizer, set_learning_rate
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig, resolve_recipe
-from electra.finetuning.loop import layerwise_groups, predict, trim
+from electra.finetuning.inference import predict, trim
+from electra.finetuning.loop import layerwise_groups
 from electra.hf.finetuned import finetune_config
 from electra.tasks import get_task
 from electra.tasks.base import pack

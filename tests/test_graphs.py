@@ -19,7 +19,7 @@ from electra.engine.runtime import Runtime
 from electra.engine.step import Window, train_step
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.finetuning.loop import predict as finetune_predict
+from electra.finetuning.inference import predict as finetune_predict
 from electra.finetuning.loop import train_model
 from electra.objectives import OBJECTIVES, build_objective
 from electra.tasks import get_task

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from electra.data.tokenizer import save_tokenizer
-from electra.hf.finetuned import load_encoder, load_finetuned
+from electra.hf.finetuned import load_finetuned
+from electra.hf.from_transformers import load_encoder
 from electra.model.electra import ElectraModel
 from electra.tasks.qa import Question
 

@@ -22,7 +22,8 @@ from electra.config import ObjectiveConfig, TrainConfig
 from electra.engine.optim import build_optimizer, param_groups
 from electra.engine.step import Window, train_step
 from electra.finetuning.config import FinetuneConfig
-from electra.finetuning.loop import layerwise_groups, task_step, trim
+from electra.finetuning.inference import trim
+from electra.finetuning.loop import layerwise_groups, task_step
 from electra.finetuning.packing import pack_batch
 from electra.model import kernels
 from electra.objectives import OBJECTIVES, build_objective

@@ -417,7 +417,7 @@ def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_h
     """Batches are trimmed to their longest row: one of fewer tokens than n_best candidates
     still joins the others (each head's outputs keep a common width)."""
     from electra.engine.runtime import Runtime
-    from electra.finetuning.loop import predict
+    from electra.finetuning.inference import predict
     from electra.tasks.squad import Question
 
     long = [Question(f"l{i}", "where was the car ?", CONTEXT, (), False) for i in range(8)]

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.finetuning.loop import trim
+from electra.finetuning.inference import trim
 from electra.finetuning.packing import first_fit, pack_batch
 from electra.model import kernels
 from electra.model.heads import ElectraForSequenceClassification

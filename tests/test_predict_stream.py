@@ -12,8 +12,6 @@ import sys
 
 import pytest
 
-from electra.finetuning.predict import Predictor
-
 from .finetuned_models import data_dirs, finetuned
 from .test_cli import assert_one_line_error, run_cli
 from .test_predict import predict_cli, stdin_lines
@@ -109,14 +107,6 @@ def test_column_flags_read_new_files_by_other_names(regression, capsys, tmp_path
 def test_column_flags_are_refused_for_benchmark_models(sst2, capsys, tmp_path):
     code, _, err = predict_cli(capsys, sst2, "-", "--text-columns", "review")
     assert_one_line_error(code, err, "--text-columns", "not sst2's")
-
-
-def test_the_python_api_keeps_blank_inputs_in_place(sst2):
-    predictor = Predictor.load(sst2, {"device": "cpu"})
-    examples = predictor.task.from_lines(["a fine film", "  ", "dull"], "mine")
-    records, cut = predictor(examples)
-    assert cut == 0 and [r["id"] for r in records] == ["0", "1", "2"]
-    assert records[1] == {"id": "1", "empty": True} and {"label", "score"} <= set(records[2])
 
 
 def test_a_closed_pipe_ends_quietly(sst2, tmp_path_factory):

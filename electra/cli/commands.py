@@ -137,19 +137,12 @@ def cmd_experiment(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     from electra.hf.export import export_hf
+    from electra.hf.families import auto_class
 
     for path in export_hf(args.model, args.out, overwrite=args.overwrite, step=args.step):
         arch = json.loads((path / "config.json").read_text())["architectures"][0]
-        loader = AUTO_CLASSES.get(arch, arch)
+        loader = auto_class(arch)
         print(f"{path}: loads with transformers' {loader} and AutoTokenizer.from_pretrained")
-
-
-# The Auto class that loads each exported architecture (its task's pipeline takes the folder too).
-AUTO_CLASSES = {
-    "ElectraForSequenceClassification": "AutoModelForSequenceClassification",
-    "ElectraForTokenClassification": "AutoModelForTokenClassification",
-    "ElectraForQuestionAnswering": "AutoModelForQuestionAnswering",
-}
 
 
 def cmd_plot(args: argparse.Namespace) -> None:

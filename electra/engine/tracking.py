@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from electra.jsonl import append_jsonl
+
 AUC_BINS = 4096
 
 
@@ -55,8 +57,7 @@ class RunLogger:
         clean = {
             k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()
         }
-        with self.path.open("a") as f:
-            f.write(json.dumps(clean) + "\n")
+        append_jsonl(self.path, clean)
         if self.writer is not None:
             step = record["step"]
             for k, v in record.items():

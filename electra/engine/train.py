@@ -10,7 +10,6 @@ hot loop never waits on the host.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import shutil
 import signal
@@ -27,7 +26,6 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
-from electra.atomic import write_text_atomic
 from electra.config import RunConfig, with_architecture_of
 from electra.data.store import BatchStream, PretrainingData
 from electra.data.tokenizer import fingerprint, load_tokenizer
@@ -61,6 +59,7 @@ from electra.engine.step import Window
 from electra.engine.tracking import RunLogger, read_metrics
 from electra.errors import ElectraError
 from electra.hf.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
+from electra.jsonl import write_jsonl
 from electra.model.electra import ElectraLayer, count_parameters, format_count
 from electra.model.flops import official_train_flops
 from electra.objectives import Objective, build_objective, check_objective
@@ -532,9 +531,7 @@ def drop_metrics_after(run_dir: Path, step: int) -> None:
     rows = read_metrics(run_dir)
     kept = [r for r in rows if r.get("step", 0) <= step]
     if len(kept) < len(rows):
-        write_text_atomic(
-            Path(run_dir) / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept)
-        )
+        write_jsonl(Path(run_dir) / "metrics.jsonl", kept)
 
 
 def _postfix(record: dict[str, Any]) -> dict[str, str]:

@@ -18,9 +18,10 @@ from electra.finetuning.dev_split import (
     HeldOut,
     trained_on,
 )
-from electra.finetuning.results import evaluate_sets, read_file, write_jsonl
+from electra.finetuning.results import evaluate_sets, read_file
 from electra.finetuning.run import _dev_set
 from electra.hf.finetuned import FINETUNE_FILE, finetuned_dir, load_for_inference
+from electra.jsonl import write_jsonl
 from electra.tasks import get_task
 from electra.tasks.base import Task
 from electra.tasks.tables import DataSource

@@ -1,6 +1,6 @@
-"""The fine-tuning recipe's training loop and inference over a task's encoded examples:
-layer-wise LR decay, the official schedule, static shapes where they pay (docs/specification.md
-§Fine-tuning)."""
+"""The fine-tuning recipe's training loop over a task's encoded examples: layer-wise LR decay, the
+official schedule, static shapes where they pay (docs/specification.md §Fine-tuning). Inference
+is `electra.finetuning.inference`'s."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -17,16 +16,16 @@ from tqdm import tqdm
 from electra.engine.optim import build_optimizer, learning_rate, set_learning_rate
 from electra.engine.runtime import (
     Runtime,
-    inference_function,
     to_device,
     train_step_function,
 )
 from electra.engine.step import Window
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
+from electra.finetuning.inference import select_rows, trim
 from electra.finetuning.packing import pack_batch
 from electra.objectives import StepOutput
-from electra.tasks.base import Batch, Encoded, Task
+from electra.tasks.base import Encoded, Task
 
 
 def layerwise_groups(model: nn.Module, cfg: FinetuneConfig) -> list[dict]:
@@ -52,19 +51,6 @@ def layerwise_groups(model: nn.Module, cfg: FinetuneConfig) -> list[dict]:
         {"params": ps, "lr_scale": scale, "weight_decay": 0.0 if nd else cfg.weight_decay}
         for (scale, nd), ps in groups.items()
     ]
-
-
-def trim(batch: Batch, static: bool = False, multiple: int = 8) -> Batch:
-    """Cuts padding columns that no row in the batch uses, before the batch goes to the device:
-    short GLUE sentences need not pay for max_seq_len. The width kept is a multiple of `multiple`
-    (8; prediction on a CPU takes 1, as aligned widths buy nothing there and SST-2's sentences
-    average 16 tokens), or with `static` a power of two from 32 (or the whole width), so that
-    captured steps see few shapes."""
-    width = batch["attention_mask"].shape[1]
-    used = int(batch["attention_mask"].sum(1).max())
-    keep = max(32, 1 << (used - 1).bit_length()) if static else -(-used // multiple) * multiple
-    keep = min(width, keep)
-    return {k: v[:, :keep] if v.dim() > 1 and v.shape[1] == width else v for k, v in batch.items()}
 
 
 def task_step(task: Task, model: nn.Module, reduction: str, **batch: torch.Tensor) -> StepOutput:
@@ -106,7 +92,7 @@ def train_model(
     for _ in range(cfg.epochs):
         window = Window()
         for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
-            batch = _rows(data, idx)  # untrimmed: pack_batch chooses its rows' width itself
+            batch = select_rows(data, idx)  # untrimmed: pack_batch chooses its rows' width itself
             batch = pack_batch(batch) if pack else trim(batch, static=runtime.cuda_graph)
             set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))
             run_step([to_device(batch, device)], window=window)
@@ -123,65 +109,3 @@ def train_model(
             file=sys.stderr,
         )
     return epoch_losses
-
-
-def _rows(data: Encoded, idx: torch.Tensor) -> Batch:
-    return {k: v[idx] for k, v in data.tensors.items()}
-
-
-def predict(
-    task: Task,
-    model: nn.Module,
-    examples: list,
-    data: Encoded,
-    runtime: Runtime,
-) -> list[dict]:
-    """The task's predictions for `examples` (encoded as `data`): `predict_outputs` decoded."""
-    return task.decode(examples, data, predict_outputs(task, model, data, runtime))
-
-
-@torch.no_grad()
-def predict_outputs(
-    task: Task,
-    model: nn.Module,
-    data: Encoded,
-    runtime: Runtime,
-    batch_size: int = 0,
-    on_batch: Callable[[int], None] | None = None,
-) -> Batch:
-    """The task's model outputs (`Task.infer`) for the rows of `data`, in their order, on the host,
-    computed on `runtime.device` in `runtime.precision`. Batches (`batch_size` rows; 0: the task's
-    own) hold rows of similar lengths (longest first, so that a too-large batch fails at once),
-    each trimmed to its longest row; the outputs stay on the device until the last batch (read
-    back once). `on_batch(rows)` is called after each batch (a progress bar). With
-    `runtime.cuda_graph` the batches take a few static shapes (`trim(static=True)`, the last
-    filled up with repeated rows) and, on a GPU, each shape's forward is captured after one eager
-    call (each capture synchronizes the device) and replayed (`electra.engine.runtime.inference_function`,
-    `electra.engine.graphs.ShapeGraphs`)."""
-    model.eval()
-    device, cuda_graph = runtime.device, runtime.cuda_graph
-
-    def infer(batch: Batch) -> Batch:
-        with runtime.autocast(cache_casts=not cuda_graph):
-            return task.infer(model, batch)
-
-    run = inference_function(infer, runtime)
-    size = batch_size or task.eval_batch_size
-    multiple = 1 if device.type == "cpu" else 8  # exact widths: 15% faster on SST-2 on a CPU
-    order = data.tensors["attention_mask"].sum(1).argsort(descending=True, stable=True)
-    width = data.tensors["input_ids"].shape[1]
-    parts: dict[str, list[torch.Tensor]] = {}
-    for idx in order.split(size):
-        n = len(idx)
-        if cuda_graph and n < size:
-            idx = torch.cat([idx, idx[:1].repeat(size - n)])
-        batch = trim(_rows(data, idx), static=cuda_graph, multiple=multiple)
-        out = run(to_device(batch, device))
-        for k, v in out.items():
-            v = v[:n].clone()  # a replay's outputs are rewritten by the next replay
-            if k in task.token_outputs:  # trimmed to the batch: pad back to the common width
-                v = nn.functional.pad(v, (0, width - v.shape[1]))
-            parts.setdefault(k, []).append(v)
-        if on_batch is not None:
-            on_batch(n)
-    return {k: torch.cat(v).cpu()[order.argsort()] for k, v in parts.items()}

@@ -3,8 +3,8 @@
 Inputs are files in the task's own format (labels in them, if any, are ignored) or `-`, lines of
 standard input (a text per line, a pair or a question and its context TAB-separated). They are
 encoded as training encodes them (the same maximum length, SQuAD's windows) and run through the
-evaluation loop's batching (`electra.finetuning.loop.predict_outputs`: batches of similar lengths, each
-trimmed to its longest row, a classifier's last layer at [CLS] only), and each task turns the
+evaluation's batching (`electra.finetuning.inference.predict_outputs`: batches of similar lengths,
+each trimmed to its longest row, a classifier's last layer at [CLS] only), and each task turns the
 outputs into its records (`Task.records`): a label and its probability, a regression value on the
 labels' scale, word tags and entity spans with character offsets, an answer with its offset.
 
@@ -13,14 +13,16 @@ flushed) as soon as they are computed, so memory stays flat with the input's len
 records come at once; every input keeps its position (a blank line or row gives a record
 `{"id", "empty": true}`); a bad line met mid-stream stops with one error naming it, the records
 before it already out, while `--out FILE` is written whole or not at all.
+
+From Python, `Predictor.load(folder)` loads a model once and is called on lists of texts or pairs;
+`predict` is the command as a function. Both give the records the command writes: the same
+reading of the inputs (`Task.from_lines`, `Task.read_inputs`), chunks and batching.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
-import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,28 +33,33 @@ import tokenizers
 from torch import nn
 from tqdm import tqdm
 
-from electra.atomic import atomic_path
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.finetuning.loop import predict_outputs
+from electra.finetuning.inference import predict_outputs
 from electra.hf.finetuned import load_for_inference
+from electra.jsonl import jsonl_writer
 from electra.tasks.base import Task, utf8_text
 
 STDIN = "-"
 # Inputs encoded and predicted at a time: enough for batches of like lengths, little memory.
 CHUNK = 4096
+# How errors name the inputs of a Python call (counted from 1, as lines).
+INPUTS = "the inputs"
+
+Text = str | tuple[str, str] | None
 
 
 @dataclass
 class Predictor:
-    """A fine-tuned model loaded once, ready to predict any number of example lists."""
+    """A fine-tuned model loaded once, ready to predict any number of input lists."""
 
     task: Task
     model: nn.Module
     tokenizer: tokenizers.Tokenizer
     cfg: FinetuneConfig
     runtime: Runtime
+    truncated: int = 0  # how many inputs of the last call were cut to the model's length
 
     @classmethod
     def load(
@@ -60,11 +67,23 @@ class Predictor:
         path: str | Path,
         runtime: dict[str, Any] | None = None,
         reading: dict[str, Any] | None = None,
+        *,
+        device: str | None = None,
+        precision: str | None = None,
+        threads: int | None = None,
     ) -> Predictor:
         """The fine-tuned model at `path` (a finetune --out folder: its best seed, or a seed
-        folder), run as it was fine-tuned unless `runtime` says otherwise
-        (`electra.hf.finetuned.load_for_inference`); `reading` ({"text_columns", "delimiter"})
-        reads new files of your own by other columns or separator than its training files'."""
+        folder, or a Hugging Face task folder), run as it was fine-tuned unless `runtime`
+        (`electra.config.INFERENCE_RUNTIME` settings), `device` or `precision` say otherwise
+        (`electra.hf.finetuned.load_for_inference`); `threads` sets torch's CPU threads for the
+        process (`--threads`); `reading` ({"text_columns", "delimiter"}) reads new files of your
+        own by other columns or separator than its training files'."""
+        if threads is not None:
+            from electra.engine.cpu_threads import apply_threads
+
+            apply_threads(str(threads))
+        given = {"device": device, "precision": precision}
+        runtime = {**(runtime or {}), **{k: v for k, v in given.items() if v is not None}}
         predictor = cls(*load_for_inference(path, runtime))
         if reading and any(reading.values()):
             if not hasattr(predictor.task, "read_with"):
@@ -77,18 +96,31 @@ class Predictor:
 
     def __call__(
         self,
-        examples: Sequence[Any],
+        inputs: Sequence[Text],
         all_scores: bool = False,
         batch_size: int = 0,
-        progress: bool = False,
-    ) -> tuple[list[dict], int]:
-        """The records of `examples` (`Task.records`; None, a blank input, gives `{"id": its
-        position, "empty": true}`), and how many of them were cut to the model's maximum
-        length."""
+        progress: bool | None = None,
+    ) -> list[dict]:
+        """The records `electra predict -` writes for these inputs as lines of standard input:
+        a text each, or a pair (a tuple; for QA a question and its context). A str is read as
+        such a line, so a TAB in it separates a pair's texts. A blank input (or None) gives
+        `{"id": its position, "empty": true}`; ids are the positions from "0". `truncated`
+        then says how many were cut to the model's maximum length. `progress` (default: the
+        model's runtime setting) shows a bar on stderr."""
+        check_batch_size(batch_size)
+        lines = input_lines(inputs)
+        show = self.cfg.progress if progress is None else progress
+        records: list[dict] = []
+        self.truncated = 0
         with tqdm(
-            total=len(examples), disable=not progress, unit="row", file=sys.stderr, leave=False
+            total=len(lines), disable=not show, unit="row", file=sys.stderr, leave=False
         ) as bar:
-            return self.records(examples, all_scores, batch_size, on_batch=bar.update)
+            for first in range(0, len(lines), CHUNK):
+                examples = self.task.from_lines(lines[first : first + CHUNK], INPUTS, first + 1)
+                rows, cut = self.records(examples, all_scores, batch_size, bar.update, first)
+                records += rows
+                self.truncated += cut
+        return records
 
     def records(
         self,
@@ -98,7 +130,9 @@ class Predictor:
         on_batch: Callable[[int], None] | None = None,
         first: int = 0,
     ) -> tuple[list[dict], int]:
-        """`__call__`'s records for inputs whose first is at position `first`."""
+        """The records of the task's examples (`Task.records`; None, a blank input, gives
+        `{"id": its position, "empty": true}`), the first at position `first`, and how many of
+        them were cut to the model's maximum length."""
         given = [e for e in examples if e is not None]
         records, cut = [], 0
         if given:
@@ -114,6 +148,34 @@ class Predictor:
             next(found) if e is not None else {"id": str(first + i), "empty": True}
             for i, e in enumerate(examples)
         ], cut
+
+
+def input_lines(inputs: Sequence[Text]) -> list[str]:
+    """The inputs of a Python call as the lines `electra predict -` would read: a pair's texts
+    TAB-separated, None blank. A TAB inside a pair's text would split it, so it is refused."""
+    if isinstance(inputs, str | Path):
+        raise ElectraError(
+            "pass a list of texts (or of pairs); for a file in the task's format, use "
+            "electra.predict(model, path)"
+        )
+    lines = []
+    for number, given in enumerate(inputs, start=1):
+        if given is None:
+            lines.append("")
+        elif isinstance(given, str):
+            lines.append(given)
+        elif isinstance(given, tuple | list) and all(isinstance(t, str) for t in given):
+            if any("\t" in t for t in given):
+                raise ElectraError(
+                    f"{INPUTS}, line {number}: a text of the pair holds a TAB, which would "
+                    "separate it: replace it with a space"
+                )
+            lines.append("\t".join(given))
+        else:
+            raise ElectraError(
+                f"{INPUTS}, line {number}: a {type(given).__name__}, not a text or a pair of texts"
+            )
+    return lines
 
 
 def read_examples(task: Task, inputs: list[str], stdin: TextIO | None = None) -> list[list]:
@@ -163,6 +225,70 @@ def _utf8_lines(stream: TextIO) -> Iterator[str]:
         ) from None
 
 
+@dataclass
+class _Tally:
+    """What `electra predict` says once on stderr when it is done."""
+
+    cut: int = 0
+    empty: int = 0
+    total: int = 0
+
+    def notes(self, predictor: Predictor) -> None:
+        if self.cut:
+            note = predictor.task.truncation_note(predictor.cfg.max_seq_len)
+            print(f"warning: {self.cut} of {self.total} inputs {note}", file=sys.stderr)
+        if self.empty:
+            print(
+                f"warning: {self.empty} of {self.total} inputs blank: their records say "
+                '"empty": true, in their places',
+                file=sys.stderr,
+            )
+
+
+def check_batch_size(batch_size: int) -> None:
+    if batch_size < 0:
+        raise ElectraError(f"--batch-size {batch_size}: at least 1 (or 0, the task's default)")
+
+
+def check_inputs(inputs: list[str], batch_size: int) -> None:
+    """Before loading the model, and before any record is out."""
+    if not inputs:
+        raise ElectraError("no input: pass files in the task's format, or - for standard input")
+    check_batch_size(batch_size)
+    for name in inputs:
+        if name != STDIN and not Path(name).is_file():
+            raise ElectraError(f"input file not found: {name}")
+
+
+def input_records(
+    predictor: Predictor,
+    inputs: list[str],
+    tally: _Tally,
+    all_scores: bool = False,
+    batch_size: int = 0,
+    stdin: TextIO | None = None,
+) -> Iterator[list[dict]]:
+    """The records of each input (files, or `-`), a chunk at a time (`input_chunks`), as
+    `electra predict` writes them: with several inputs, each record names its input
+    (`source`). `tally` counts the inputs, the blank and the cut."""
+    for name in inputs:
+        progress = predictor.cfg.progress and name != STDIN
+        bar = None  # made once the input's count is known: a file is read first
+        for first, chunk, count in input_chunks(predictor.task, name, stdin):
+            if bar is None:  # (a tqdm without a total has no truth value)
+                bar = tqdm(
+                    total=count, disable=not progress, unit="row", file=sys.stderr, leave=False
+                )
+            rows, cut = predictor.records(
+                chunk, all_scores, batch_size, on_batch=bar.update, first=first
+            )
+            tally.cut, tally.total = tally.cut + cut, tally.total + len(chunk)
+            tally.empty += sum(e is None for e in chunk)
+            yield [{**r, "source": name} for r in rows] if len(inputs) > 1 else rows
+        if bar is not None:
+            bar.close()
+
+
 def predict_inputs(
     model_path: str | Path,
     inputs: list[str],
@@ -177,71 +303,50 @@ def predict_inputs(
     output (flushed chunk by chunk) when `out` is None; returns how many. With several inputs,
     each record names its input (`source`). Truncations and blank inputs are said once on
     stderr."""
-    if not inputs:
-        raise ElectraError("no input: pass files in the task's format, or - for standard input")
-    if batch_size < 0:
-        raise ElectraError(f"--batch-size {batch_size}: at least 1 (or 0, the task's default)")
-    for name in inputs:  # before loading the model, and before any record is out
-        if name != STDIN and not Path(name).is_file():
-            raise ElectraError(f"input file not found: {name}")
+    check_inputs(inputs, batch_size)
     predictor = Predictor.load(model_path, runtime, reading)
-    cut = total = empty = 0
-    with record_writer(out) as write:
-        for name in inputs:
-            progress = predictor.cfg.progress and name != STDIN
-            bar = None  # made once the input's count is known: a file is read first
-            for first, chunk, count in input_chunks(predictor.task, name, stdin):
-                if bar is None:  # (a tqdm without a total has no truth value)
-                    bar = tqdm(
-                        total=count, disable=not progress, unit="row", file=sys.stderr, leave=False
-                    )
-                rows, n_cut = predictor.records(
-                    chunk, all_scores, batch_size, on_batch=bar.update, first=first
-                )
-                write([{**r, "source": name} for r in rows] if len(inputs) > 1 else rows)
-                cut, total = cut + n_cut, total + len(chunk)
-                empty += sum(e is None for e in chunk)
-            if bar is not None:
-                bar.close()
-    _notes(predictor, cut, empty, total)
-    return total
+    tally = _Tally()
+    with jsonl_writer(out) as write:
+        for records in input_records(predictor, inputs, tally, all_scores, batch_size, stdin):
+            write(records)
+    tally.notes(predictor)
+    return tally.total
 
 
-def _notes(predictor: Predictor, cut: int, empty: int, total: int) -> None:
-    if cut:
-        note = predictor.task.truncation_note(predictor.cfg.max_seq_len)
-        print(f"warning: {cut} of {total} inputs {note}", file=sys.stderr)
-    if empty:
-        print(
-            f"warning: {empty} of {total} inputs blank: their records say "
-            '"empty": true, in their places',
-            file=sys.stderr,
+def predict(
+    model: str | Path | Predictor,
+    inputs: str | Path | Sequence[Text],
+    out: str | Path | None = None,
+    all_scores: bool = False,
+    batch_size: int = 0,
+    runtime: dict[str, Any] | None = None,
+    reading: dict[str, Any] | None = None,
+) -> list[dict]:
+    """`electra predict` from Python: the records of `inputs`, also written to `out` as JSONL
+    (atomically) when given. `model` is a fine-tuned model folder (as `--model`) or a loaded
+    `Predictor` (then `runtime` and `reading` are its own: give them to `Predictor.load`).
+    `inputs` is a file in the task's format (a path, as `electra predict FILE`) or a list of
+    texts or pairs (as `Predictor.__call__`, the lines of `electra predict -`). Truncations and
+    blank inputs are said once on stderr, as the command says them."""
+    if isinstance(model, Predictor) and (runtime or reading):
+        raise ElectraError(
+            "runtime and reading are a model's settings: pass them to Predictor.load"
         )
-
-
-@contextlib.contextmanager
-def record_writer(out: str | Path | None) -> Iterator[Callable[[list[dict]], None]]:
-    """A function writing records as JSONL, one a line: to standard output, flushed at each call,
-    or to `out` through a temporary file renamed into place once every record is in."""
-    if out is None:
-
-        def to_stdout(records: list[dict]) -> None:
-            sys.stdout.write(_jsonl(records))
-            sys.stdout.flush()
-
-        yield to_stdout
-        return
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        yield lambda records: f.write(_jsonl(records))
-
-
-def write_records(records: list[dict], out: str | Path | None) -> None:
-    """JSONL, one record a line: to `out` through a temporary file, or to standard output."""
-    with record_writer(out) as write:
-        write(records)
-
-
-def _jsonl(records: list[dict]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    if isinstance(inputs, str | Path):
+        check_inputs([str(inputs)], batch_size)
+    else:  # a bad input is refused before the model loads
+        check_batch_size(batch_size)
+        lines = input_lines(inputs)
+    predictor = model if isinstance(model, Predictor) else Predictor.load(model, runtime, reading)
+    tally = _Tally()
+    if isinstance(inputs, str | Path):
+        chunks = input_records(predictor, [str(inputs)], tally, all_scores, batch_size)
+        records = [r for chunk in chunks for r in chunk]
+    else:
+        records = predictor(lines, all_scores, batch_size)
+        tally = _Tally(predictor.truncated, sum(not x.strip() for x in lines), len(lines))
+    if out is not None:
+        with jsonl_writer(out) as write:
+            write(records)
+    tally.notes(predictor)
+    return records

@@ -1,5 +1,6 @@
-"""A fine-tuning run's examples and predictions: reading splits, writing and scoring
-`predictions.jsonl`, and the median and spread over seeds."""
+"""A fine-tuning run's examples and predictions: reading splits, predicting and scoring them,
+reading `predictions.jsonl` back (`electra.jsonl` writes it), and the median and spread over
+seeds."""
 
 from __future__ import annotations
 
@@ -10,14 +11,11 @@ from pathlib import Path
 
 from torch import nn
 
-from electra.atomic import (
-    atomic_path,
-)
 from electra.engine.runtime import (
     Runtime,
 )
 from electra.errors import ElectraError
-from electra.finetuning.loop import predict
+from electra.finetuning.inference import predict
 from electra.tasks.base import Encoded, Task, utf8_text
 from electra.tasks.tables import DataSource
 
@@ -70,12 +68,6 @@ def evaluate_sets(
             scores.update({prefix + k: v for k, v in task.score(preds).items()})
         rows += [{**p, "set": name} if len(sets) > 1 else p for p in preds]
     return scores, rows
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -47,9 +47,10 @@ from electra.finetuning.results import (
     read_jsonl,
     read_split,
     summarize,
-    write_jsonl,
 )
-from electra.hf.finetuned import FINETUNE_FILE, load_encoder, save_finetuned
+from electra.hf.finetuned import FINETUNE_FILE, save_finetuned
+from electra.hf.from_transformers import load_encoder
+from electra.jsonl import write_jsonl
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
 from electra.tasks.tables import DataSource

@@ -1,57 +1,93 @@
-"""The fine-tuned model folder as a format: save one, recognise one, load it for training or for
-inference (our own folders and Hugging Face task folders alike)."""
+"""Fine-tuned model folders: a model folder (`electra.hf.pretrained`: `config.json` naming the
+head's class, weights, tokenizer) plus `finetune.json`, the task, its head (labels, scale), the
+recipe, the pretrained model it came from and what it was trained and scored on.
+
+Save one (`save_finetuned`), tell one (`is_finetuned`, `finetuned_dir`: a seed folder, or a
+`finetune --out` folder standing for its best seed), read it (`read_finetune_info`,
+`load_finetuned`) or load it to predict (`load_for_inference`). A Hugging Face classifier, tagger
+or QA folder loads here too, as the task its `config.json` describes
+(`electra.hf.from_transformers`). `predict`, `evaluate` and `export` read this format; only the
+fine-tuning recipe (`electra.finetuning.run`) writes it.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tokenizers
 from torch import nn
 
-from electra.atomic import (
-    write_json_atomic,
-)
-from electra.config import INFERENCE_RUNTIME, ModelConfig, with_values
+from electra.atomic import write_json_atomic
+from electra.config import INFERENCE_RUNTIME, with_values
 from electra.data.tokenizer import load_tokenizer
-from electra.engine.runtime import (
-    Runtime,
-    configure_process,
-    prepare_model,
-    resolve_device,
-)
+from electra.engine.runtime import Runtime, configure_process, prepare_model, resolve_device
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.finetuning.dev_split import (
-    HeldOut,
-)
-from electra.hf.from_transformers import is_hf_task_dir, load_hf_encoder, load_hf_finetuned
-from electra.hf.pretrained import (
-    load_pretrained,
-    load_strict,
-    read_model_config,
-    read_state_dict,
-    resolve_model_dir,
-    save_pretrained,
-)
+from electra.hf.from_transformers import is_hf_task_dir, load_hf_finetuned
+from electra.hf.pretrained import load_strict, read_model_config, read_state_dict, save_pretrained
 from electra.model.heads import HEADS
 from electra.tasks import get_task
 from electra.tasks.base import Task
 
+if TYPE_CHECKING:
+    from electra.finetuning.dev_split import HeldOut
+
 FINETUNE_FILE = "finetune.json"
+# A finetune --out folder's summary, naming its best seed's folder (`best_seed_dir`).
+RESULTS_FILE = "results.json"
 
 
-def load_encoder(path: str | Path) -> tuple[ModelConfig, dict, tokenizers.Tokenizer, Path]:
-    """A pretrained model folder (ours or Hugging Face's, or a run): its encoder's config,
-    weights (the `electra.*` tensors) and tokenizer. A Hugging Face folder with a task head, or
-    none (`ElectraModel`), gives its encoder (`electra.hf.from_transformers.load_hf_encoder`)."""
-    if (found := load_hf_encoder(path)) is not None:
-        return found
-    model, tokenizer = load_pretrained(path)
-    encoder_state = {f"electra.{k}": v for k, v in model.electra.state_dict().items()}
-    return model.config, encoder_state, tokenizer, resolve_model_dir(path)
+def save_finetuned(
+    model: nn.Module,
+    task: Task,
+    tokenizer: tokenizers.Tokenizer,
+    cfg: FinetuneConfig,
+    out_dir: Path,
+    source: Path,
+    baseline: dict | None = None,
+    data: dict[str, str] | None = None,
+    trained: dict[str, str] | None = None,
+    held_out: HeldOut | None = None,
+) -> None:
+    """`source` is the pretrained model; `baseline` the fitted trivial predictor, kept so that
+    `evaluate` can score it on any split without reading the training set again; `data` the files
+    it was trained and scored on (`data_files`), for the model card of an export; `trained` the
+    training file and its hash and `held_out` the dev examples held out of it, so that `evaluate`
+    scores no training row."""
+    save_pretrained(model, out_dir, tokenizer)
+    write_json_atomic(
+        out_dir / FINETUNE_FILE,
+        {
+            "task": task.name,
+            "head": task.head_config(),
+            "config": asdict(cfg),
+            "pretrained": str(source),
+            "baseline": baseline,
+            "data": data,
+            "trained_on": trained,
+            "dev_split": held_out.to_json() if held_out else None,
+        },
+    )
+
+
+def is_finetuned(path: str | Path) -> bool:
+    """Whether `path` is one of our fine-tuned model folders, or a finetune --out folder (which
+    `finetuned_dir` resolves to its best seed). A Hugging Face task folder is not: it is run as it
+    is (`finetuned_dir`), but exported as any model folder."""
+    path = Path(path)
+    return (path / FINETUNE_FILE).is_file() or _best_seed_dir(path) is not None
+
+
+def _best_seed_dir(path: Path) -> str | None:
+    """The best seed's folder name that a finetune --out folder's results.json gives, else None."""
+    try:
+        best = json.loads((path / RESULTS_FILE).read_text()).get("best_seed_dir")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return best if isinstance(best, str) else None
 
 
 def finetuned_dir(path: str | Path) -> Path:
@@ -60,11 +96,9 @@ def finetuned_dir(path: str | Path) -> Path:
     path = Path(path)
     if (path / FINETUNE_FILE).is_file():
         return path
-    results = path / "results.json"
-    if results.is_file():
-        best = json.loads(results.read_text()).get("best_seed_dir")
-        if best and (path / best / FINETUNE_FILE).is_file():
-            return path / best
+    best = _best_seed_dir(path)
+    if best and (path / best / FINETUNE_FILE).is_file():
+        return path / best
     if not path.exists():
         raise ElectraError(f"fine-tuned model not found: {path}")
     if is_hf_task_dir(path):
@@ -75,18 +109,32 @@ def finetuned_dir(path: str | Path) -> Path:
     )
 
 
+def read_finetune_info(path: Path) -> dict[str, Any]:
+    """The `finetune.json` of a fine-tuned model folder (`finetuned_dir`'s), or {} for a Hugging
+    Face folder, which has none."""
+    file = path / FINETUNE_FILE
+    if not file.is_file():
+        return {}
+    try:
+        info = json.loads(file.read_text())
+    except (OSError, ValueError) as e:
+        raise ElectraError(
+            f"cannot read {file} ({e}): it may be truncated; fine-tune again"
+        ) from None
+    if not isinstance(info, dict):
+        raise ElectraError(f"{file} is not a JSON object: fine-tune again")
+    return info
+
+
 def load_finetuned(
     path: str | Path,
 ) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
+    """The task (with its head's labels or scale), the model with its weights, the tokenizer and
+    the recipe of a fine-tuned model (`finetuned_dir` resolves `path`), on the CPU."""
     path = finetuned_dir(path)
     if not (path / FINETUNE_FILE).is_file():
         return load_hf_finetuned(path)
-    try:
-        info = json.loads((path / FINETUNE_FILE).read_text())
-    except (OSError, ValueError) as e:
-        raise ElectraError(
-            f"cannot read {path / FINETUNE_FILE} ({e}): it may be truncated; fine-tune again"
-        ) from None
+    info = read_finetune_info(path)
     cfg = finetune_config(info["config"], source=str(path / FINETUNE_FILE))
     task = get_task(info["task"], cfg).with_head_config(info.get("head", {}))
     _, model_cfg = read_model_config(path, HEADS)
@@ -117,35 +165,3 @@ def load_for_inference(
 def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
     """The recipe from named values (see `electra.config.with_values`)."""
     return with_values(FinetuneConfig(), values, source)
-
-
-def save_finetuned(
-    model: nn.Module,
-    task: Task,
-    tokenizer,
-    cfg: FinetuneConfig,
-    out_dir: Path,
-    source: Path,
-    baseline: dict | None = None,
-    data: dict[str, str] | None = None,
-    trained: dict[str, str] | None = None,
-    held_out: HeldOut | None = None,
-) -> None:
-    """`baseline` is the fitted trivial predictor, kept so that `evaluate` can score it on any
-    split without reading the training set again; `data` the files it was trained and scored on
-    (`data_files`), for the model card of an export; `trained` the training file and its hash and
-    `held_out` the dev examples held out of it, so that `evaluate` scores no training row."""
-    save_pretrained(model, out_dir, tokenizer)
-    write_json_atomic(
-        out_dir / FINETUNE_FILE,
-        {
-            "task": task.name,
-            "head": task.head_config(),
-            "config": asdict(cfg),
-            "pretrained": str(source),
-            "baseline": baseline,
-            "data": data,
-            "trained_on": trained,
-            "dev_split": held_out.to_json() if held_out else None,
-        },
-    )

@@ -1,5 +1,7 @@
 """Hugging Face ELECTRA folders with a task head, or with none (docs/huggingface.md#import).
 
+- `load_encoder`: the encoder of any pretrained folder (ours, a run's, or one of these), which
+  `electra finetune` trains a new head on.
 - `load_hf_encoder`: the encoder of an `ElectraModel` folder (what `AutoModel` saves, its weights
   without the `electra.` prefix) or of a classifier, tagger or QA folder, for `electra finetune`,
   which trains a new head: the folder's own head is left behind, and said so once on stderr.
@@ -23,10 +25,12 @@ from torch import nn
 from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
+from electra.hf.families import ELECTRA
 from electra.hf.pretrained import (
     ARCHITECTURES,
     fit_state_dict,
     is_model_dir,
+    load_pretrained,
     load_strict,
     misfit,
     model_tokenizer,
@@ -47,19 +51,13 @@ from electra.tasks.qa import QaTask
 from electra.tasks.tagging import TAG, TaggingTask
 
 # The HF classes that `electra predict` and `evaluate` run as they are.
-TASK_HEADS = (
-    "ElectraForSequenceClassification",
-    "ElectraForTokenClassification",
-    "ElectraForQuestionAnswering",
-)
+TASK_HEADS = ELECTRA.task_heads
 # The HF classes whose encoder `electra finetune` takes, and the head each leaves behind (and our
-# linear QA head's class, so that every fine-tuned folder of ours is taken too).
+# heads' classes, so that every fine-tuned folder of ours is taken too).
 ENCODER_SOURCES = {
-    "ElectraModel": "",
-    "ElectraForSequenceClassification": "classification head",
-    "ElectraForTokenClassification": "token classification head",
-    "ElectraForQuestionAnswering": "question answering head",
-    "ElectraForSpanQuestionAnswering": "question answering head",
+    ELECTRA.encoder: "",
+    **{h.hf_class: h.description for h in ELECTRA.heads},
+    **{h.ours: h.description for h in ELECTRA.heads},
 }
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
@@ -74,10 +72,22 @@ class _Encoder(nn.Module):
         self.electra = ElectraModel(cfg)
 
 
+def load_encoder(path: str | Path) -> tuple[ModelConfig, dict, tokenizers.Tokenizer, Path]:
+    """A pretrained model folder (ours or Hugging Face's, or a run): its encoder's config,
+    weights (the `electra.*` tensors), tokenizer and path, which `electra finetune` puts a new
+    head on. A Hugging Face folder with a task head, or none (`ElectraModel`), gives its encoder
+    (`load_hf_encoder`)."""
+    if (found := load_hf_encoder(path)) is not None:
+        return found
+    model, tokenizer = load_pretrained(path)
+    encoder_state = {f"electra.{k}": v for k, v in model.electra.state_dict().items()}
+    return model.config, encoder_state, tokenizer, resolve_model_dir(path)
+
+
 def load_hf_encoder(
     path: str | Path,
 ) -> tuple[ModelConfig, dict[str, torch.Tensor], tokenizers.Tokenizer, Path] | None:
-    """`electra.hf.finetuned.load_encoder` for a folder of `ENCODER_SOURCES`: its config, encoder
+    """`load_encoder` for a folder of `ENCODER_SOURCES`: its config, encoder
     weights (`electra.*`), tokenizer and path. None for a pretraining folder (a discriminator or
     generator: `load_pretrained` reads it); any other folder is an error naming what is taken."""
     path = resolve_model_dir(path)
@@ -86,12 +96,12 @@ def load_hf_encoder(
         return None
     tokenizer = model_tokenizer(path, cfg)
     state = read_state_dict(path)
-    if arch == "ElectraModel" and not any(k.startswith("electra.") for k in state):
+    if arch == ELECTRA.encoder and not any(k.startswith("electra.") for k in state):
         state = {f"electra.{k}": v for k, v in state.items()}  # a base model's names
     with torch.device("meta"):  # only the names and shapes are compared
         holder = _Encoder(cfg)
     state = fit_state_dict(state, holder, path)  # drops the buffers older versions saved
-    if arch != "ElectraModel":
+    if arch != ELECTRA.encoder:
         state = {k: v for k, v in state.items() if k.startswith("electra.")}
     if problem := misfit(holder, state, weights_file(path).name):
         raise ElectraError(
@@ -113,8 +123,8 @@ def is_hf_task_dir(path: Path) -> bool:
     if not is_model_dir(path):
         return False
     raw = _config(path)
-    arch = (raw.get("architectures") or ["ElectraForPreTraining"])[0]
-    if raw.get("model_type", "electra") == "electra" and arch not in TASK_HEADS:
+    arch = (raw.get("architectures") or [ELECTRA.discriminator])[0]
+    if raw.get("model_type", ELECTRA.model_type) == ELECTRA.model_type and arch not in TASK_HEADS:
         raise ElectraError(
             f"{path} holds an {arch}, not a fine-tuned model: fine-tune it with `electra "
             "finetune`, or pass a finetune --out folder, one of its seed folders, or a Hugging "

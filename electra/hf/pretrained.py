@@ -25,29 +25,36 @@ from electra.atomic import atomic_dir, write_json_atomic
 from electra.config import ModelConfig, RunConfig
 from electra.data.tokenizer import load_tokenizer, lowercases, save_tokenizer
 from electra.errors import ElectraError
+from electra.hf.families import ELECTRA
 from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
 
+# The pretraining networks by the `transformers` class their folders name.
 ARCHITECTURES = {
-    "ElectraForPreTraining": ElectraForPreTraining,
-    "ElectraForMaskedLM": ElectraForMaskedLM,
+    ELECTRA.discriminator: ElectraForPreTraining,
+    ELECTRA.generator: ElectraForMaskedLM,
 }
 ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order of preference
 
 
 def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Tokenizer) -> None:
-    config = {
-        "architectures": [type(model).__name__],
-        "model_type": "electra",
-        "position_embedding_type": "absolute",
-        **asdict(model.config),
-    }
+    """Writes OUT (atomically): the model folder of `model`, with the `config.json` that
+    `transformers` writes for its class."""
     # Tied tensors (the generator's output layer and its word table) are stored under both names,
     # as separate copies, so the file loads into any ELECTRA implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
+    config = ELECTRA.config_json(type(model).__name__, model.config)
     with atomic_dir(out_dir) as tmp:
-        write_json_atomic(tmp / "config.json", config)
-        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
-        save_tokenizer(tokenizer, tmp, lowercase=lowercases(tokenizer))
+        write_model_files(tmp, config, state, tokenizer)
+
+
+def write_model_files(
+    folder: Path, config: dict, state: dict[str, torch.Tensor], tokenizer: tokenizers.Tokenizer
+) -> None:
+    """`config.json`, `model.safetensors` and the tokenizer files into `folder` (a temporary
+    folder being filled: `atomic_dir`): the files of every model folder we write."""
+    write_json_atomic(folder / "config.json", config)
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer))
 
 
 def is_model_dir(path: Path) -> bool:
@@ -78,11 +85,11 @@ def read_model_config(
         raw = json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ElectraError(f"cannot read {path / 'config.json'}: {e}") from None
-    if raw.get("model_type", "electra") != "electra":
+    if raw.get("model_type", ELECTRA.model_type) != ELECTRA.model_type:
         raise ElectraError(
             f"{path / 'config.json'} is a {raw.get('model_type')!r} model, not an ELECTRA one"
         )
-    arch = (raw.get("architectures") or ["ElectraForPreTraining"])[0]
+    arch = (raw.get("architectures") or [ELECTRA.discriminator])[0]
     if arch not in allowed:
         raise ElectraError(
             f"{path / 'config.json'}: architecture {arch!r} is not supported here "
@@ -275,7 +282,7 @@ def pair_configs(path: str | Path) -> tuple[ModelConfig, ModelConfig]:
     """The discriminator's and generator's configs, checked to fit together."""
     disc_dir, gen_dir = pair_dirs(path)
     (d_arch, d), (g_arch, g) = read_model_config(disc_dir), read_model_config(gen_dir)
-    if (d_arch, g_arch) != ("ElectraForPreTraining", "ElectraForMaskedLM"):
+    if (d_arch, g_arch) != (ELECTRA.discriminator, ELECTRA.generator):
         raise ElectraError(
             f"{path}: expected an ElectraForPreTraining discriminator and an ElectraForMaskedLM "
             f"generator, found {d_arch} and {g_arch}"

@@ -1,0 +1,131 @@
+"""The model card (README.md) of an exported fine-tuned model: what it is, where it came from, how
+it was trained, how well it did on dev (per seed), and how to run it with `transformers`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from electra.hf.families import FAMILIES
+from electra.hf.head_rewrite import pairs_fit
+
+
+def model_card(source: Path, task, info: dict, config: dict, cfg) -> str:
+    """README.md for the export: what the model is, where it came from, how it was trained, how
+    well it did on dev (per seed), and how to run it."""
+    arch = config["architectures"][0]
+    family = FAMILIES[config["model_type"]]
+    pipeline = family.task_head(arch).pipeline
+    labels = list(config.get("id2label", {}).values())
+    lines = [
+        "---",
+        "library_name: transformers",
+        f"pipeline_tag: {pipeline}",
+        f"tags: [{family.model_type}]",
+        "---",
+        "",
+        f"# ELECTRA fine-tuned for {task.name}",
+        "",
+        f"- **Task:** {task.name} ({config.get('problem_type') or task.family}), "
+        f"`{arch}` in `transformers`",
+        f"- **Base model:** `{info.get('pretrained', 'unknown')}`",
+        f"- **Labels:** {', '.join(f'`{x}`' for x in labels) if labels else 'answer spans'}",
+        f"- **Data:** {_data_line(source, info)}",
+        f"- **Exported from:** `{source}` by `electra export`",
+        "",
+        *_head_note(pipeline, config),
+        "## Dev results",
+        "",
+        *_metric_lines(source, task),
+        "",
+        "## Recipe",
+        "",
+        "```json",
+        json.dumps(asdict(cfg), indent=2, sort_keys=True),
+        "```",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from transformers import pipeline",
+        f'model = pipeline("{pipeline}", model="PATH/TO/THIS/FOLDER")',
+        "# truncation=True cuts inputs longer than the model's "
+        f"{cfg.max_seq_len} tokens, as fine-tuning did",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _data_line(source: Path, info: dict) -> str:
+    data = info.get("data")
+    if data is None:
+        run = _run_results(source)
+        data = (run or {}).get("data")
+    if not data:
+        return "not recorded with the model (see the fine-tuning command)"
+    if isinstance(data, dict):
+        return ", ".join(f"{split}: `{path}`" for split, path in data.items())
+    return f"`{data}`"
+
+
+def _head_note(pipeline: str, config: dict) -> list[str]:
+    if pipeline == "text-classification":
+        note = (
+            "The model was fine-tuned with the paper's one-layer head (a linear layer on the "
+            "final [CLS] vector). It is shipped as the exact equivalent in HF's two-layer "
+            "`ElectraClassificationHead`, so the logits are the fine-tuned model's (to fp32 "
+            "rounding). "
+        )
+        if pairs_fit(config["num_labels"], config["hidden_size"]):
+            note += (
+                "Each logit is carried by pairs of `dense` units of opposite sign, since "
+                "GELU(a) - GELU(-a) = a: HF's dropout on them (train mode) moves the logits only "
+                "a few percent, so further training starts from the fine-tuned loss."
+            )
+        else:
+            note += (
+                "With more labels than half the hidden size, each logit is carried by one "
+                "`dense` unit shifted to where GELU is the identity: HF's dropout on those units "
+                "(train mode) swings the logits far, so further training starts well above the "
+                "fine-tuned loss."
+            )
+        if config.get("problem_type") == "regression":
+            note += " The logit is the predicted value itself, on the labels' scale."
+        return [note, ""]
+    if pipeline == "question-answering":
+        return ["Fine-tuned with the linear start/end head (`--qa-head linear`), HF's own.", ""]
+    return []
+
+
+def _run_results(source: Path) -> dict | None:
+    """The finetune --out folder's results.json, when `source` is one of its seeds."""
+    for path in (source / "results.json", source.parent / "results.json"):
+        try:
+            results = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if "per_seed" in results:
+            return results
+    return None
+
+
+def _metric_lines(source: Path, task) -> list[str]:
+    run = _run_results(source)
+    if run is None:
+        try:
+            seed = json.loads((source / "results.json").read_text())
+        except (OSError, ValueError):
+            return ["No dev results were kept with the model."]
+        run = {"per_seed": [seed], "metrics": seed.get("metrics", {})}
+    per_seed = run["per_seed"]
+    names = list(per_seed[0].get("metrics", {}))
+    rows = ["| seed | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for s in per_seed:
+        values = " | ".join(f"{s['metrics'][n]:.2f}" for n in names)
+        mark = " (this model)" if f"seed_{s.get('seed')}" == source.name else ""
+        rows.append(f"| {s.get('seed')}{mark} | {values} |")
+    if len(per_seed) > 1:
+        rows.append("| median | " + " | ".join(f"{run['metrics'][n]:.2f}" for n in names) + " |")
+    return [f"Main metric: {task.main_metric}.", "", *rows]

@@ -1,0 +1,37 @@
+"""The encoder families' `transformers` names: one table per family gives the config.json that
+names a class, the Auto class `electra export` points to, and the head each of ours exports to."""
+
+from __future__ import annotations
+
+from electra.hf.families import ELECTRA, FAMILIES, auto_class
+from electra.hf.from_transformers import ENCODER_SOURCES, TASK_HEADS
+
+from .conftest import tiny_model_config
+
+
+def test_config_json_names_the_class_and_carries_the_model_and_extras():
+    cfg = tiny_model_config()
+    config = ELECTRA.config_json("ElectraForTokenClassification", cfg, num_labels=3)
+    assert config["architectures"] == ["ElectraForTokenClassification"]
+    assert config["model_type"] == "electra" and config["position_embedding_type"] == "absolute"
+    assert config["hidden_size"] == cfg.hidden_size and config["num_labels"] == 3
+    assert FAMILIES["electra"] is ELECTRA
+
+
+def test_heads_export_to_their_hf_classes():
+    assert auto_class("ElectraForQuestionAnswering") == "AutoModelForQuestionAnswering"
+    assert auto_class("ElectraForPreTraining") == "ElectraForPreTraining"  # not a task head
+    assert ELECTRA.exported_head("ElectraForSpanQuestionAnswering").hf_class == (
+        "ElectraForQuestionAnswering"
+    )
+    assert ELECTRA.exported_head("ElectraForQuestionAnswering") is None  # the XLNet-style head
+    assert TASK_HEADS == (
+        "ElectraForSequenceClassification",
+        "ElectraForTokenClassification",
+        "ElectraForQuestionAnswering",
+    )
+    assert list(ENCODER_SOURCES) == [
+        "ElectraModel",
+        *TASK_HEADS,
+        "ElectraForSpanQuestionAnswering",
+    ]
