@@ -286,13 +286,6 @@ def test_unknown_names_are_refused_when_the_config_is_read():
         _run(sharing="some")
 
 
-def test_old_configs_with_tie_embeddings_still_load():
-    d = RunConfig().to_dict()
-    del d["objective"]["sharing"]
-    d["objective"]["tie_embeddings"] = False
-    assert RunConfig.from_dict(d).objective.sharing == "none"
-
-
 def test_a_bad_setting_is_one_error_line_and_nothing_written(wikitext_data, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(
