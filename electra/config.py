@@ -28,8 +28,6 @@ from electra.overrides import (
     with_values,
 )
 
-__all__ = ["with_values"]  # the one override parser, for the configs of other modules too
-
 
 @dataclass
 class ModelConfig:
@@ -184,7 +182,6 @@ def with_architecture_of(cfg: RunConfig, saved: RunConfig) -> RunConfig:
 @dataclass
 class DataConfig:
     path: str | None = None  # a folder written by `electra prepare`
-    # A preset's length is only a default: the data folder's own is taken (`electra.settings`).
     seq_len: int = 128
 
     def __post_init__(self) -> None:
@@ -209,8 +206,6 @@ class OptimConfig:
     # benchmark shows matters.
     bias_correction: bool = False
     clip_norm: float = 1.0  # the gradient's global norm is clipped to this
-
-
 
 
 @dataclass

@@ -14,7 +14,7 @@ from torch import nn
 from electra.atomic import (
     write_json_atomic,
 )
-from electra.config import InferenceRuntime, ModelConfig, with_values
+from electra.config import InferenceRuntime, ModelConfig
 from electra.data.tokenizer import load_tokenizer
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
@@ -32,6 +32,7 @@ from electra.hf.pretrained import (
     save_pretrained,
 )
 from electra.model.heads import HEADS
+from electra.overrides import with_values
 from electra.tasks import get_task
 from electra.tasks.base import Task
 
@@ -107,7 +108,7 @@ def load_for_inference(
 
 
 def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
-    """The recipe from named values (see `electra.config.with_values`)."""
+    """The recipe from named values (see `electra.overrides.with_values`)."""
     return with_values(FinetuneConfig(), values, source)
 
 
