@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from electra.config import preset
+from electra.config import InferenceRuntime, preset
 from electra.data.tokenizer import train_tokenizer
 from electra.engine.runtime import Runtime, configure_process
 from electra.finetuning.config import FinetuneConfig, resolve_recipe
@@ -90,7 +90,7 @@ def center_labels(task, model, tokenizer, examples, max_len: int) -> None:
 
 
 def time_ours(model_dir: Path, texts: list[str], batch_size: int) -> tuple[float, list[str]]:
-    predictor = Predictor.load(model_dir, {"device": "cpu"})
+    predictor = Predictor.load(model_dir, InferenceRuntime(device="cpu"))
     examples = predictor.task.from_lines(texts, "benchmark")
     predictor(examples[:64], batch_size=batch_size)  # warm: the first call's allocations
     start = time.perf_counter()

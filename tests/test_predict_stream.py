@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from electra.config import InferenceRuntime
 from electra.finetuning.predict import Predictor
 
 from .finetuned_models import data_dirs, finetuned
@@ -112,7 +113,7 @@ def test_column_flags_are_refused_for_benchmark_models(sst2, capsys, tmp_path):
 
 
 def test_the_python_api_keeps_blank_inputs_in_place(sst2):
-    predictor = Predictor.load(sst2, {"device": "cpu"})
+    predictor = Predictor.load(sst2, InferenceRuntime(device="cpu"))
     examples = predictor.task.from_lines(["a fine film", "  ", "dull"], "mine")
     records, cut = predictor(examples)
     assert cut == 0 and [r["id"] for r in records] == ["0", "1", "2"]
