@@ -1,8 +1,11 @@
 """Typed run configuration: model, objective, data and training settings, named presets, and overrides.
 
 A run is fully described by one `RunConfig`. It is built from a preset, then an optional config file
-(JSON or TOML), then `section.field=value` overrides from the command line, and it is saved with
-every checkpoint so a run can be resumed or reproduced from its folder alone.
+(JSON or TOML), then `section.field=value` overrides (`electra.overrides` parses them all), and the
+settings left unset that follow from the data and the objective are filled by `electra.settings`;
+it is saved with every checkpoint so a run can be resumed or reproduced from its folder alone.
+A setting left unset is None wherever "unset" means something else than a value (the old spellings
+0, -1 and "" still load as None: `electra.overrides.none_for_unset`).
 
 `ModelConfig` uses the field names of Hugging Face's `ElectraConfig`, so a model folder's
 `config.json` is an `ElectraConfig` and export needs no renaming.
@@ -10,21 +13,20 @@ every checkpoint so a run can be resumed or reproduced from its folder alone.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import inspect
-import json
-import re
-import types
-import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, ClassVar
-
-import tomllib
+from typing import Any, ClassVar, TypeVar
 
 from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
+from electra.overrides import (
+    flatten,
+    none_for_unset,
+    read_config_file,
+    unknown_key,
+    with_values,
+)
 
 
 @dataclass
@@ -83,8 +85,8 @@ class ObjectiveConfig:
     # module each in electra/objectives/ (docs/objectives.md).
     name: str = "electra"
     mask_prob: float = 0.15
-    # Slots per row; 0 means the official int((mask_prob + 0.005) * seq_len).
-    max_predictions: int = 0
+    # Slots per row; unset: the official int((mask_prob + 0.005) * seq_len).
+    max_predictions: int | None = None
     # False: positions drawn with replacement, as the official code does (a position drawn twice
     # is masked once and counts twice in the MLM loss); True: distinct positions.
     distinct_positions: bool = False
@@ -98,22 +100,34 @@ class ObjectiveConfig:
     # Generator width and depth as fractions of the discriminator's (paper: small 1/4, base 1/3).
     generator_hidden_fraction: float = 0.25
     generator_layers_fraction: float = 1.0
-    # Exact generator dimensions; 0 derives them from the fractions. Set when continuing from a
+    # Exact generator dimensions; unset: derived from the fractions. Set when continuing from a
     # released pair whose generator does not follow the formula.
-    generator_hidden_size: int = 0
-    generator_num_hidden_layers: int = 0
-    generator_num_attention_heads: int = 0
-    generator_intermediate_size: int = 0
+    generator_hidden_size: int | None = None
+    generator_num_hidden_layers: int | None = None
+    generator_num_attention_heads: int | None = None
+    generator_intermediate_size: int | None = None
     # Weights the generator shares with the network it trains: none, embeddings (word, position
     # and token-type tables and the embedding LayerNorm, as the official code), all (one encoder,
     # equal sizes only) or gdes (gradient-disentangled, DeBERTa-v3). See objectives/sharing.py.
     sharing: str = "embeddings"
-    # two_stage: the step at which the discriminator, initialised from the generator, takes over.
-    two_stage_steps: int = 0
-    # adversarial: steps of maximum-likelihood training before the generator turns to REINFORCE.
-    adversarial_mlm_steps: int = 0
+    # two_stage: the step at which the discriminator, initialised from the generator, takes over
+    # (unset: half of train.steps).
+    two_stage_steps: int | None = None
+    # adversarial: steps of maximum-likelihood training before the generator turns to REINFORCE
+    # (unset: a tenth of train.steps).
+    adversarial_mlm_steps: int | None = None
+
+    UNSET_WAS: ClassVar[dict[str, Any]] = {
+        "max_predictions": 0,
+        "generator_hidden_size": 0,
+        "generator_num_hidden_layers": 0,
+        "generator_num_attention_heads": 0,
+        "generator_intermediate_size": 0,
+        "two_stage_steps": 0,  # 0 was never a valid switch: it meant "half of train.steps"
+    }
 
     def __post_init__(self) -> None:
+        none_for_unset(self, self.UNSET_WAS)
         if self.name not in OBJECTIVE_NAMES:
             raise ElectraError(
                 f"objective.name={self.name!r} is unknown: choose one of {', '.join(OBJECTIVE_NAMES)}"
@@ -167,8 +181,11 @@ def with_architecture_of(cfg: RunConfig, saved: RunConfig) -> RunConfig:
 
 @dataclass
 class DataConfig:
-    path: str = ""  # a folder written by `electra prepare`
+    path: str | None = None  # a folder written by `electra prepare`
     seq_len: int = 128
+
+    def __post_init__(self) -> None:
+        none_for_unset(self, {"path": ""})
 
 
 @dataclass
@@ -189,11 +206,6 @@ class OptimConfig:
     # benchmark shows matters.
     bias_correction: bool = False
     clip_norm: float = 1.0  # the gradient's global norm is clipped to this
-
-
-# The runtime settings that running a fine-tuned model reads (`electra evaluate`, `predict`):
-# compiling pays only over a long training run.
-INFERENCE_RUNTIME = ("device", "precision", "cuda_graph", "kernels", "progress")
 
 
 @dataclass
@@ -237,6 +249,28 @@ class RuntimeConfig:
             )
 
 
+RuntimeConfigT = TypeVar("RuntimeConfigT", bound=RuntimeConfig)
+
+
+@dataclass
+class InferenceRuntime:
+    """The runtime of a fine-tuned model run on new data (`electra evaluate`, `predict`,
+    `electra.Predictor`): on the device `auto` picks, with a progress bar, never compiled (compiling
+    pays only over a long training run); the settings left unset (None) are the ones it was
+    fine-tuned with. The command line's flags are `RuntimeConfig`'s of the same names."""
+
+    device: str = "auto"
+    precision: str | None = None
+    cuda_graph: bool | None = None
+    kernels: str | None = None
+    progress: bool = True
+
+    def over(self, cfg: RuntimeConfigT) -> RuntimeConfigT:
+        """`cfg` (a fine-tuned model's settings) with these settings on it, checked as its own."""
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(cfg, compile=False, **{k: v for k, v in given.items() if v is not None})
+
+
 @dataclass
 class TrainConfig(OptimConfig, RuntimeConfig):
     """Pretraining: the batch, the schedule's length, checkpoints and logging, plus the shared
@@ -253,10 +287,10 @@ class TrainConfig(OptimConfig, RuntimeConfig):
     save_every: int = 1000
     keep_last: int = 5
     # Stop (with a checkpoint) after this many steps; the schedule still runs to `steps`.
-    stop_after: int = 0
+    stop_after: int | None = None
     # Start from a discriminator + generator pair (folders discriminator/ and generator/, ours or
     # Hugging Face's) instead of random weights; the architecture comes from their configs.
-    init_from: str = ""
+    init_from: str | None = None
     tensorboard: bool = True  # curves in RUN/tensorboard
     # Under torchrun: ddp (a replica per process) or fsdp (parameters, gradients and optimizer
     # state sharded over the processes, for models that do not fit one device).
@@ -266,6 +300,7 @@ class TrainConfig(OptimConfig, RuntimeConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        none_for_unset(self, {"stop_after": 0, "init_from": ""})
         if self.parallel not in PARALLEL_MODES:
             raise ElectraError(
                 f"train.parallel={self.parallel!r}: use {' or '.join(PARALLEL_MODES)}"
@@ -323,11 +358,7 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "config") -> RunConfig:
-        flat = flatten(d)
-        if "objective.tie_embeddings" in flat:  # configs saved before objective.sharing
-            tied = flat.pop("objective.tie_embeddings")
-            flat.setdefault("objective.sharing", "embeddings" if tied else "none")
-        return apply_overrides(cls(), flat, source=source)
+        return apply_overrides(cls(), flatten(d), source=source)
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
@@ -449,96 +480,7 @@ def preset(name: str) -> RunConfig:
     return PRESETS[name]()
 
 
-# --- files and overrides -------------------------------------------------------------------------
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise ElectraError(f"config file not found: {path}")
-    try:
-        if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-        if path.suffix == ".json":
-            return json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ElectraError(
-            f"config file {path} is not valid {path.suffix[1:].upper()}: {e}"
-        ) from None
-    raise ElectraError(f"config file {path} must end in .json or .toml")
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"train": {"lr": 1}} -> {"train.lr": 1}."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def coerce(value: Any, typ: Any, key: str, source: str) -> Any:
-    """Turns a command-line string (or a JSON value) into the field's declared type."""
-    if isinstance(typ, types.UnionType) or typing.get_origin(typ) is typing.Union:
-        args = [a for a in typing.get_args(typ) if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            return None
-        typ = args[0]
-    try:
-        if typ is bool:
-            if isinstance(value, bool):
-                return value
-            if str(value).lower() in ("1", "true", "yes", "on"):
-                return True
-            if str(value).lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if typ is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            if isinstance(value, str):
-                return int(float(value)) if float(value).is_integer() else int(value)
-            return int(value)
-        if typ is float:
-            return float(value)
-        if typ is str:
-            return str(value)
-        if typing.get_origin(typ) is tuple:  # tuple[str, ...]: a list, "a,b", or ["a,b"] (flags)
-            items = [value] if isinstance(value, str) else list(value)
-            parts = [p.strip() for v in items for p in str(v).split(",")]
-            return tuple(p for p in parts if p)
-    except (TypeError, ValueError):
-        pass
-    else:
-        return value
-    name = getattr(typ, "__name__", str(typ))
-    raise ElectraError(f"{key}={value!r} in {source} is not a valid {name}")
-
-
-def unknown_key(key: str, known: list[str], source: str) -> ElectraError:
-    hint = difflib.get_close_matches(key, known, n=1)
-    did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
-    return ElectraError(f"unknown setting {key!r} in {source}{did_you_mean}")
-
-
-def with_values(obj: Any, values: dict[str, Any], source: str, prefix: str = "") -> Any:
-    """`obj` (a config dataclass) with fields replaced by `values`, typed or strings turned into
-    the field's type (`epochs="10"`). An unknown name or a bad value is one error naming `source`;
-    `prefix` is how the user names the fields (`train.`). The one override parser: pretraining
-    runs (`apply_overrides`) and fine-tuning recipes use it."""
-    hints = field_types(type(obj))
-    unknown = [k for k in values if k not in hints]
-    if unknown:
-        raise unknown_key(prefix + unknown[0], [prefix + h for h in hints], source)
-    typed = {k: coerce(v, hints[k], f"{prefix}{k}", source) for k, v in values.items()}
-    return replace(obj, **typed)
+# --- overrides -----------------------------------------------------------------------------------
 
 
 def apply_overrides(
@@ -561,35 +503,3 @@ def apply_overrides(
         s: with_values(o, grouped.get(s, {}), source, prefix=f"{s}.") for s, o in sections.items()
     }
     return replace(cfg, **top, **new_sections)
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """Each field's comment in `cls`'s source (the comment lines above it, then the one at the end
-    of its line), for the command line's help: the docs live once, beside the fields. Empty where
-    the source is not available (a frozen install) or a field has no comment."""
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            docs.update({k: v for k, v in _comments_of(klass).items() if v})
-    return {f.name: docs.get(f.name, "") for f in fields(cls)}
-
-
-def _comments_of(klass: type) -> dict[str, str]:
-    try:
-        lines = inspect.getsource(klass).splitlines()
-    except (OSError, TypeError):
-        return {}
-    docs, above = {}, []
-    for line in lines[1:]:
-        text = line.strip()
-        if text.startswith("# ---"):  # a heading over a group of fields, not a field's doc
-            above = []
-            continue
-        if text.startswith("#"):
-            above.append(text.lstrip("# "))
-            continue
-        match = re.match(r"(\w+): [^=]+=[^#]*(?:#\s*(.*))?$", text)
-        if match and not text.startswith(("def ", "return")):
-            docs[match[1]] = " ".join([*above, match[2] or ""]).strip()
-        above = []
-    return docs

@@ -17,10 +17,10 @@ from electra.config import (
     OptimConfig,
     RuntimeConfig,
     TrainConfig,
-    field_docs,
 )
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
+from electra.overrides import field_docs
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
@@ -37,7 +37,7 @@ def test_both_loops_share_the_optimizer_and_runtime_settings():
     for cls in (TrainConfig, FinetuneConfig):
         assert issubclass(cls, OptimConfig) and issubclass(cls, RuntimeConfig)
     # Each keeps its own defaults where the recipes differ.
-    assert (TrainConfig().lr, FinetuneConfig().lr) == (5e-4, 0.0)
+    assert (TrainConfig().lr, FinetuneConfig().lr) == (5e-4, None)
     assert (TrainConfig().warmup_proportion, FinetuneConfig().warmup_proportion) == (0.0, 0.1)
     # One validation, its message naming the field as the user names it.
     with pytest.raises(ElectraError, match=r"^train\.kernels='fast': use auto or stock$"):

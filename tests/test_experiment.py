@@ -122,14 +122,16 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
 
 
 def test_an_arm_runs_in_one_process_at_a_time(tmp_path):
-    from electra.recipes.experiment import ArmLock
+    from electra.engine.runlock import RunLock
 
-    with ArmLock(tmp_path / "electra") as mine:
-        assert mine
-        with ArmLock(tmp_path / "electra") as other:  # a second worker moves on to another arm
-            assert not other
-    assert not (tmp_path / "electra" / ".lock").exists()
+    mine = RunLock(tmp_path / "electra")
+    assert mine.try_acquire()
+    with mine:  # held already: entering keeps it
+        assert not RunLock(tmp_path / "electra").try_acquire()  # a second worker moves on
+    again, stale = RunLock(tmp_path / "electra"), RunLock(tmp_path / "mlm")
+    assert again.try_acquire()  # released on leaving
     (tmp_path / "mlm").mkdir()
-    (tmp_path / "mlm" / ".lock").write_text("999999999")  # left by a process that died
-    with ArmLock(tmp_path / "mlm") as mine:
-        assert mine
+    (tmp_path / "mlm" / ".lock").write_text("pid 999999999")  # left by a process that died
+    assert stale.try_acquire()
+    again.release()
+    stale.release()

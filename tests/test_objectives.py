@@ -267,7 +267,7 @@ def _run(**objective) -> RunConfig:
         (dict(name="two_stage", generator_hidden_fraction=1.0, two_stage_steps=5), "sharing"),
         (
             dict(name="two_stage", sharing="none", generator_hidden_fraction=1.0),
-            "two_stage_steps=0 must be above 0 and below train.steps=1000000: ",
+            "two_stage_steps=None must be above 0 and below train.steps=1000000: ",
         ),
         (dict(name="adversarial", adversarial_mlm_steps=10**9), "adversarial_mlm_steps"),
         (dict(name="replace_mlm", sharing="gdes"), "not available with objective.name"),
@@ -284,13 +284,6 @@ def test_unknown_names_are_refused_when_the_config_is_read():
         _run(name="electric2")
     with pytest.raises(ElectraError, match="objective.sharing='some' is unknown"):
         _run(sharing="some")
-
-
-def test_old_configs_with_tie_embeddings_still_load():
-    d = RunConfig().to_dict()
-    del d["objective"]["sharing"]
-    d["objective"]["tie_embeddings"] = False
-    assert RunConfig.from_dict(d).objective.sharing == "none"
 
 
 def test_a_bad_setting_is_one_error_line_and_nothing_written(wikitext_data, tmp_path, capsys):

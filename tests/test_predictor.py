@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from electra.config import InferenceRuntime
 from electra.errors import ElectraError
 from electra.finetuning.predict import Predictor, predict
 
@@ -80,7 +81,7 @@ def test_predict_takes_a_file_or_texts_and_writes_out(sst2, capsys, tmp_path, tm
     assert code == 0, err
     expected = [json.loads(line) for line in stdout.splitlines()]
     out = tmp_path / "sub" / "p.jsonl"
-    assert predict(sst2, source, out=out, runtime={"progress": False}) == expected
+    assert predict(sst2, source, out=out, runtime=InferenceRuntime(progress=False)) == expected
     assert read_jsonl(out) == expected
     predictor = Predictor.load(sst2, device="cpu")
     assert predict(predictor, str(source)) == expected
@@ -104,4 +105,4 @@ def test_what_cannot_be_read_is_one_error(sst2, stsb, tmp_path):
     with pytest.raises(ElectraError, match="input file not found"):
         predict(sst2, tmp_path / "missing.tsv")
     with pytest.raises(ElectraError, match="pass them to Predictor.load"):
-        predict(predictor, ["a"], runtime={"device": "cpu"})
+        predict(predictor, ["a"], runtime=InferenceRuntime(device="cpu"))

@@ -8,7 +8,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from electra.cli.flags import add_config_flags, config_flags_given, resolve_run_config
+from electra.cli.flags import add_config_flags, config_flags_given, run_config_from_args
 from electra.errors import ElectraError
 
 
@@ -74,11 +74,11 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 
 def cmd_pretrain(args: argparse.Namespace, extra: list[str]) -> None:
-    from electra.engine.train import pretrain
+    from electra.api import pretrain
 
-    cfg = resolve_run_config(args, extra)
+    cfg, given = run_config_from_args(args, extra)
     out = args.resume or args.out or f"runs/{cfg.preset}"
-    pretrain(cfg, out, resume=bool(args.resume))
+    pretrain(cfg, out=out, resume=bool(args.resume), given=given)
 
 
 def cmd_detect(args: argparse.Namespace) -> None:
@@ -124,8 +124,8 @@ def cmd_experiment(args: argparse.Namespace) -> None:
         arms=[parse_arm(a) for a in args.arm],
         tasks=[*tasks, *([args.task] if args.task else [])],
         seeds=args.seeds,
-        flops=args.flops or 0.0,
-        steps=args.steps or 0,
+        flops=args.flops,
+        steps=args.steps,
         points=args.points,
         pretrain_set=pairs(args.pretrain_set, "--pretrain-set"),
         finetune_set=pairs(args.finetune_set, "--finetune-set"),
@@ -136,10 +136,10 @@ def cmd_experiment(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from electra.hf.export import export_hf
+    from electra.api import export
     from electra.hf.families import auto_class
 
-    for path in export_hf(args.model, args.out, overwrite=args.overwrite, step=args.step):
+    for path in export(args.model, args.out, overwrite=args.overwrite, step=args.step):
         arch = json.loads((path / "config.json").read_text())["architectures"][0]
         loader = auto_class(arch)
         print(f"{path}: loads with transformers' {loader} and AutoTokenizer.from_pretrained")
@@ -197,7 +197,7 @@ def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
     from electra.finetuning.config import FinetuneConfig
 
     recipe = parser.add_argument_group(
-        "recipe (docs/specification.md §Fine-tuning; 0 = the task's or model size's default)"
+        "recipe (docs/specification.md §Fine-tuning; None = the task's or model size's default)"
     )
     shared = {f.name for f in fields(OptimConfig)} | {f.name for f in fields(RuntimeConfig)}
     add_config_flags(recipe, FinetuneConfig, skip=shared)
@@ -206,10 +206,9 @@ def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
         add_config_flags(parser.add_argument_group(name), cls, defaults=recipe_defaults)
 
 
-# Short flags for the pretraining settings set most often: `--steps 100` for `--train.steps 100`.
 def cmd_finetune(args: argparse.Namespace) -> None:
+    from electra.api import finetune
     from electra.finetuning.baselines import summary_lines
-    from electra.finetuning.run import finetune
 
     results = finetune(
         args.model,
@@ -252,14 +251,12 @@ def _evaluated_split(args: argparse.Namespace) -> str:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    from electra.api import evaluate
     from electra.finetuning.baselines import summary_lines
-    from electra.finetuning.evaluate import evaluate
 
     split = _evaluated_split(args)
     data = _data_source(args, (split,))
-    results = evaluate(
-        args.model, data, split, args.out, args.task, runtime=config_flags_given(args)
-    )
+    results = evaluate(args.model, data, split, args.out, args.task, _inference_runtime(args))
     for line in summary_lines(results, split):
         print(line)
     for name in results["submission_files"]:
@@ -276,11 +273,19 @@ def cmd_predict(args: argparse.Namespace) -> None:
         out=args.out,
         all_scores=args.all_scores,
         batch_size=args.batch_size,
-        runtime=config_flags_given(args),
+        runtime=_inference_runtime(args),
         reading={"text_columns": args.text_columns, "delimiter": args.delimiter},
     )
     if args.out:
         print(f"{n} predictions -> {args.out}", file=sys.stderr)
+
+
+def _inference_runtime(args: argparse.Namespace):
+    """The runtime flags of `evaluate` and `predict`, typed (`electra.config.InferenceRuntime`)."""
+    from electra.config import InferenceRuntime
+    from electra.overrides import with_values
+
+    return with_values(InferenceRuntime(), config_flags_given(args), "the command line")
 
 
 def cmd_score(args: argparse.Namespace) -> None:

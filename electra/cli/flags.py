@@ -1,12 +1,11 @@
-"""Flags generated from the config dataclasses, and `--section.field VALUE` overrides."""
+"""Flags generated from the config dataclasses, and `--section.field VALUE` overrides: the one
+override syntax (`KEY=VALUE` in `electra experiment`'s --pretrain-set and arms is its shorthand)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Collection
 from dataclasses import fields
-from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
@@ -33,60 +32,27 @@ def parse_overrides(extra: list[str]) -> dict[str, str]:
     return out
 
 
-def resolve_run_config(args: argparse.Namespace, extra: list[str]):
-    from electra.config import RunConfig, apply_overrides, flatten, preset, read_config_file
+def run_config_from_args(args: argparse.Namespace, extra: list[str]):
+    """`electra pretrain`'s config before its unset settings are filled
+    (`electra.settings.run_config`, or a resumed run's `resumed_config`), and the section.field
+    keys the user set. Every field has its flag (`add_config_flags`); what is left over in `extra`
+    gets the did-you-mean of `electra.config.apply_overrides`."""
+    from electra.settings import resumed_config, run_config
 
-    if args.resume:
-        saved = Path(args.resume) / "config.json"
-        if not saved.is_file():
-            raise ElectraError(
-                f"{args.resume} is not a run folder (no config.json): check the path"
-            )
-        cfg = RunConfig.load(saved)
-    else:
-        file_values = flatten(read_config_file(args.config)) if args.config else {}
-        name = args.preset or file_values.pop("preset", None) or "small"
-        file_values.pop("preset", None)
-        cfg = apply_overrides(preset(str(name)), file_values, source=args.config or "config")
-    # Every field has its flag (`add_config_flags`); what is left over gets the did-you-mean
-    # of `apply_overrides`.
     overrides: dict[str, Any] = config_flags_given(args)
     overrides.update(parse_overrides(extra))
-    cfg = apply_overrides(cfg, overrides, source="command line")
     if args.resume:
-        return cfg  # the run's saved config holds what was filled in when it started
-    return _fill_unset(cfg, given={*file_values, *overrides})
+        return resumed_config(args.resume, overrides), set(overrides)
+    return run_config(args.preset, args.config, overrides)
 
 
-def _fill_unset(cfg, given: set[str]):
-    """Settings the user did not set (`given`: the section.field keys they did) that follow from
-    others, each change named on stderr: the data's sequence length, the objective's needs."""
-    from electra.objectives import fill_objective_settings
+def resolve_run_config(args: argparse.Namespace, extra: list[str]):
+    """`electra pretrain`'s config with its unset settings filled as the library fills them
+    (`electra.settings.resolve_run_settings`); a resumed run's as it was saved."""
+    from electra.settings import resolve_run_settings
 
-    cfg = _seq_len_from_data(cfg, given)
-    cfg, note = fill_objective_settings(cfg, given)
-    if note:
-        print(note, file=sys.stderr)
-    return cfg
-
-
-def _seq_len_from_data(cfg, given: set[str]):
-    # A preset's seq_len is only a default: the data folder was prepared at one length.
-    if "data.seq_len" in given or not cfg.data.path:
-        return cfg
-    from dataclasses import replace
-
-    from electra.data.store import PretrainingData
-
-    seq_len = PretrainingData(cfg.data.path).seq_len
-    if seq_len == cfg.data.seq_len:
-        return cfg
-    print(
-        f"using seq len {seq_len} from the data folder {cfg.data.path} "
-        f"(the {cfg.preset} preset's is {cfg.data.seq_len})",
-        file=sys.stderr,
-    )
-    return replace(cfg, data=replace(cfg.data, seq_len=seq_len))
+    cfg, given = run_config_from_args(args, extra)
+    return cfg if args.resume else resolve_run_settings(cfg, given)
 
 
 PRETRAIN_ALIASES = {
@@ -115,14 +81,14 @@ def add_config_flags(
     show_defaults: bool = True,
 ) -> None:
     """A flag for each field of the config dataclass `cls`, its help the field's comment
-    (`electra.config.field_docs`) and its default: `--PREFIXfield` (`--train.lr`) or, without a
+    (`electra.overrides.field_docs`) and its default: `--PREFIXfield` (`--train.lr`) or, without a
     prefix, `--field-name`. A prefixed bool flag alone means true (`--compile`) or takes a value
     (`--train.compile false`); an unprefixed one is `--pack` / `--no-pack`. A tuple field takes
     several values. Values stay strings here and are typed by the config's own parser
-    (`electra.config.with_values`), so that a bad value gets the error every other source of
+    (`electra.overrides.with_values`), so that a bad value gets the error every other source of
     settings gets. `skip` leaves fields out; `defaults` is the config whose values the help shows
     (a preset's, or a subclass's; default `cls()`), unless `show_defaults` is false."""
-    from electra.config import field_docs
+    from electra.overrides import field_docs
 
     defaults = defaults or cls()
     docs = field_docs(type(defaults))  # a subclass's comments: what its defaults mean

@@ -84,7 +84,8 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_pretrain(sub: argparse._SubParsersAction) -> None:
-    from electra.config import RunConfig, field_types, preset
+    from electra.config import RunConfig, preset
+    from electra.overrides import field_types
 
     pt = sub.add_parser(
         "pretrain",
@@ -115,6 +116,8 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
         "experiment",
         help="pretrain arms at equal training FLOPs, fine-tune each on GLUE, table and plots",
         epilog="An arm is an objective name (electra, mlm, ...) or LABEL:section.field=value,... "
+        "(section.field=value, here and in --pretrain-set, is shorthand for pretrain's "
+        "--section.field VALUE; --finetune-set's field=value for finetune's --field-name VALUE). "
         "Run the same command again to continue a stopped experiment.",
     )
     xp.add_argument("--arm", action="append", required=True, help="repeat for each arm")
@@ -264,7 +267,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         "--all-scores", action="store_true", help="every label's probability (classification)"
     )
     pr.add_argument(
-        "--batch-size", type=int, default=0, help="rows per batch (default: the task's, 64 or 8)"
+        "--batch-size", type=int, default=None, help="rows per batch (default: the task's, 64 or 8)"
     )
     pr.add_argument(
         "--text-columns",
@@ -283,14 +286,16 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_inference_runtime(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
-    """The runtime flags of a command that runs a fine-tuned model (`INFERENCE_RUNTIME`)."""
-    from electra.config import INFERENCE_RUNTIME, RuntimeConfig
+    """The runtime flags of a command that runs a fine-tuned model (`InferenceRuntime`'s fields),
+    with `RuntimeConfig`'s help."""
+    from electra.config import InferenceRuntime, RuntimeConfig
 
     group = parser.add_argument_group(
         "runtime",
         "unset: as the model was fine-tuned, on the device auto picks, with a progress bar",
     )
-    unused = [f.name for f in fields(RuntimeConfig) if f.name not in INFERENCE_RUNTIME]
+    used = {f.name for f in fields(InferenceRuntime)}
+    unused = [f.name for f in fields(RuntimeConfig) if f.name not in used]
     add_config_flags(group, RuntimeConfig, skip=(*unused, *skip), show_defaults=False)
 
 

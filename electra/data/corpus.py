@@ -127,7 +127,7 @@ def _table_batches(f: BinaryIO, path: Path) -> Iterator:
         import pyarrow.parquet as pq
     except ImportError:
         raise ElectraError(
-            f"reading {path} needs pyarrow: pip install pyarrow (or the package's [parquet] extra)"
+            f"reading {path} needs pyarrow, a dependency of the package: pip install pyarrow"
         ) from None
     try:
         if path.name.endswith(".parquet"):

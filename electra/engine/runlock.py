@@ -22,21 +22,34 @@ class RunLock:
         self.fd: int | None = None
 
     def acquire(self) -> RunLock:
+        if not self.try_acquire():
+            raise ElectraError(
+                f"run folder {self.path.parent} is in use by {self.holder()}: wait for it to "
+                "finish, stop it, or choose another --out"
+            )
+        return self
+
+    def try_acquire(self) -> bool:
+        """Takes the lock, or returns False where another process holds it (`electra
+        experiment` then goes on with another arm)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise ElectraError(
-                f"run folder {self.path.parent} is in use by {holder}: wait for it to finish, "
-                "stop it, or choose another --out"
-            ) from None
+            return False
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
         self.fd = fd
-        return self
+        return True
+
+    def holder(self) -> str:
+        """Who holds the lock, as its holder wrote it."""
+        try:
+            return self.path.read_text(errors="replace").strip()[:200] or "another process"
+        except OSError:
+            return "another process"
 
     def release(self) -> None:
         if self.fd is not None:
@@ -44,7 +57,7 @@ class RunLock:
             self.fd = None
 
     def __enter__(self) -> RunLock:
-        return self.acquire()
+        return self if self.fd is not None else self.acquire()  # held already: `try_acquire`
 
     def __exit__(self, *exc: object) -> None:
         self.release()

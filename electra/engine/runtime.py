@@ -8,7 +8,9 @@ the step the loop calls, as torchtitan's `parallelize` does:
 3. the CUDA graph (`runtime.cuda_graph`, `electra.engine.graphs`), over the whole step: forward,
    backward, clipping and the optimizer.
 
-Steps 2 and 3 are `train_step_function` (and `inference_function` for prediction). The precision
+`Runtime.from_config` makes the runtime a config asks for in one call (the device resolved, the
+process configured) and `Runtime.prepare` readies a built model on it; steps 2 and 3 are
+`train_step_function` (and `inference_function` for prediction). The precision
 choice is `electra.engine.step.autocast` (bf16 autocast on GPU by default, fp32 on CPU unless bf16 is
 asked for), used through `Runtime.autocast`: it stays in `step.py`, whose forward/backward it wraps
 and which this module imports (through `electra.engine.graphs`).
@@ -79,18 +81,41 @@ class Runtime:
     """How a loop runs its model: on `device`, in `precision` (auto, fp32, bf16), compiled
     (`compile`, in `compile_mode`) and with the step captured in CUDA graphs (`cuda_graph`, which
     also gives the batches static shapes). The `kernels` setting acts once, on the built model
-    (`prepare_model`), not on every step."""
+    (`prepare`), not on every step."""
 
     device: torch.device
     precision: str = "auto"
     compile: bool = False
     compile_mode: str = "default"
     cuda_graph: bool = False
+    kernels: str = "auto"
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: RuntimeConfig,
+        place: Callable[[torch.device], torch.device] | None = None,
+    ) -> Runtime:
+        """The runtime a config (pretraining's, fine-tuning's or a fine-tuned model's) asks for:
+        its device resolved (`resolve_device`), then placed by `place` (under torchrun, this
+        rank's GPU: `electra.engine.distributed.init_process_group`), and the process configured
+        for it (`configure_process`). Pretraining, fine-tuning and inference all start here."""
+        device = resolve_device(cfg.device)
+        if place is not None:
+            device = place(device)
+        configure_process(device)
+        return cls.of(cfg, device)
 
     @classmethod
     def of(cls, cfg: RuntimeConfig, device: torch.device) -> Runtime:
-        """The runtime a config (pretraining's or fine-tuning's) asks for on `device`."""
-        return cls(device, cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph)
+        """The runtime `cfg` asks for on a device already chosen (a test's or a benchmark's)."""
+        return cls(
+            device, cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph, cfg.kernels
+        )
+
+    def prepare(self, model: nn.Module) -> nn.Module:
+        """A built model made ready to run on this runtime (`prepare_model`)."""
+        return prepare_model(model, self.device, self.kernels)
 
     def autocast(self, cache_casts: bool = True) -> contextlib.AbstractContextManager:
         """This runtime's autocast (`electra.engine.step.autocast`)."""

@@ -10,6 +10,7 @@ hot loop never waits on the host.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import shutil
 import signal
@@ -49,9 +50,6 @@ from electra.engine.optim import build_optimizer, learning_rate, param_groups, s
 from electra.engine.runlock import LOCK_FILE, RunLock
 from electra.engine.runtime import (
     Runtime,
-    configure_process,
-    prepare_model,
-    resolve_device,
     to_device,
     train_step_function,
 )
@@ -187,11 +185,11 @@ def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
     failure resumes from the run's last complete checkpoint."""
     run_dir = Path(run_dir)
     world = world_from_env()
-    device = init_process_group(world, resolve_device(cfg.train.device))
+    runtime = Runtime.from_config(cfg.train, place=functools.partial(init_process_group, world))
     try:
         with contextlib.ExitStack() as cleanup:
             resume = resume or restarted_by_torchrun()
-            return _pretrain(cfg, run_dir, resume, world, device, cleanup)
+            return _pretrain(cfg, run_dir, resume, world, runtime, cleanup)
     finally:
         close_process_group()
 
@@ -201,7 +199,7 @@ def _pretrain(
     run_dir: Path,
     resume: bool,
     world: World,
-    device: torch.device,
+    runtime: Runtime,
     cleanup: contextlib.ExitStack,
 ) -> Path:
     """Resolve the config, build, fit, finish: each input is checked before the folder is written."""
@@ -211,7 +209,7 @@ def _pretrain(
         )
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
     cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data)
-    run = build(cfg, run_dir, data, latest, init_from_pair, world, device)
+    run = build(cfg, run_dir, data, latest, init_from_pair, world, runtime)
     if world.is_main:
         # Every input checked: from here on this run writes the folder, and only this run.
         cleanup.enter_context(RunLock(run_dir))
@@ -261,7 +259,7 @@ class Run:
     run_dir: Path
     data: PretrainingData
     world: World
-    device: torch.device
+    runtime: Runtime
     objective: Objective
     model: torch.nn.Module  # the objective, data parallel when distributed
     optimizer: torch.optim.Optimizer
@@ -272,6 +270,10 @@ class Run:
     elapsed_before: float = 0.0  # training time of the runs this one resumes
     last_saved: str | None = None  # the newest checkpoint, named for messages
 
+    @property
+    def device(self) -> torch.device:
+        return self.runtime.device
+
 
 def build(
     cfg: RunConfig,
@@ -280,17 +282,17 @@ def build(
     latest: Path | None,
     init_from_pair: bool,
     world: World,
-    device: torch.device,
+    runtime: Runtime,
 ) -> Run:
     """The objective (from a pair's weights, or a checkpoint's), made data parallel, its optimizer
     and the batch stream, restored from `latest` when resuming."""
     check_objective(cfg)
+    device = runtime.device
     check_graphable(cfg.train, device, world)
     micro_batch = cfg.train.micro_batch(world.world_size)
-    configure_process(device)
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
-    objective = prepare_model(objective, device, cfg.train.kernels)
+    objective = runtime.prepare(objective)
     if init_from_pair:
         load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
     layers = [m for m in objective.modules() if isinstance(m, ElectraLayer)]
@@ -302,7 +304,7 @@ def build(
     stream = BatchStream(data, micro_batch, cfg.train.seed, world.rank, world.world_size)
     stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
     run = Run(
-        cfg, run_dir, data, world, device, objective, model, optimizer, stream, micro_batch, stop
+        cfg, run_dir, data, world, runtime, objective, model, optimizer, stream, micro_batch, stop
     )
     if latest is not None:
         state = load_checkpoint(latest, objective, optimizer)
@@ -351,7 +353,7 @@ def step_function(run: Run) -> Callable[..., torch.Tensor]:
         run.optimizer,
         params,
         train.clip_norm,
-        Runtime.of(train, run.device),
+        run.runtime,
         graph_key=run.objective.graph_key,
     )
 

@@ -4,9 +4,11 @@ the defaults that depend on the task and the model's size."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from electra.config import ModelConfig, OptimConfig, RuntimeConfig
 from electra.errors import ElectraError
+from electra.overrides import none_for_unset
 
 QA_HEADS = ("official", "linear")  # FinetuneConfig.qa_head (electra.tasks.squad)
 
@@ -14,26 +16,27 @@ QA_HEADS = ("official", "linear")  # FinetuneConfig.qa_head (electra.tasks.squad
 @dataclass
 class FinetuneConfig(OptimConfig, RuntimeConfig):
     """The fine-tuning recipe (docs/specification.md §Fine-tuning: the paper's Table 7), plus the
-    shared optimizer and runtime settings. A 0 means "the default for this task or model size",
-    resolved by `resolve_recipe` and saved resolved."""
+    shared optimizer and runtime settings. None (unset) means "the default for this task or model
+    size", resolved by `resolve_recipe` and saved resolved; a 0 there (the old spelling of unset,
+    in a finetune.json or on the command line) still means it."""
 
-    lr: float = 0.0  # 0: by model size, small 3e-4, base 1e-4, large 5e-5
+    lr: float | None = None  # unset: by model size, small 3e-4, base 1e-4, large 5e-5
     weight_decay: float = 0.0  # paper 0; the official code 0.01
     warmup_proportion: float = 0.1
-    layerwise_lr_decay: float = 0.0  # 0.8; large 0.9
+    layerwise_lr_decay: float | None = None  # unset: 0.8; large 0.9
     # The official code gives the top layer lr * decay^2 (docs/specification.md §Fine-tuning,
     # issue #51); off by default.
     layerwise_off_by_one: bool = False
     batch_size: int = 32  # examples per step
-    epochs: int = 0  # 3; RTE and STS-B 10; SQuAD 2
-    max_seq_len: int = 0  # 128; SQuAD 512
+    epochs: int | None = None  # unset: 3; RTE and STS-B 10; SQuAD 2
+    max_seq_len: int | None = None  # unset: 128; SQuAD 512
     dropout: float = 0.1  # the encoder's and the head's
     # The official code sums per-example losses over the batch (then clips at 1.0); "mean" averages.
     loss_reduction: str = "sum"
     double_unordered: bool = False  # add swapped copies of MRPC and STS-B training pairs
     seed: int = 0  # runs use seeds seed, seed+1, ...
     seeds: int = 1  # fine-tuning runs, each scored; the summary gives their median
-    max_train_examples: int = 0  # 0: all; else a seeded random subset
+    max_train_examples: int | None = None  # unset: all; else a seeded random subset
     # Where the data has no dev file (one file, or a folder or --train without dev): this fraction
     # of the training file's examples, drawn with `seed`, is held out of training and scored as
     # dev (e.g. 0.1); unset, such data is refused rather than scored on its own training rows.
@@ -64,8 +67,17 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     # Face's ElectraForQuestionAnswering, which only that one can be exported to)
     qa_head: str = "official"
 
+    UNSET_WAS: ClassVar[dict[str, Any]] = {
+        "lr": 0.0,
+        "layerwise_lr_decay": 0.0,
+        "epochs": 0,
+        "max_seq_len": 0,
+        "max_train_examples": 0,
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        none_for_unset(self, self.UNSET_WAS)
         if self.loss_reduction not in ("sum", "mean"):
             raise ElectraError(f"loss_reduction={self.loss_reduction!r}: use sum or mean")
         if self.qa_head not in QA_HEADS:
@@ -90,14 +102,15 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
         for name, low in _FINETUNE_MINIMA.items():
             value = getattr(self, name)
             if value is not None and value < low:
-                default = " (0: the default)" if name in _ZERO_IS_DEFAULT else ""
+                default = " (unset: the default)" if name in self.UNSET_WAS else ""
                 raise ElectraError(f"{name} must be at least {low}{default} (got {value:g})")
         for name in ("warmup_proportion", "dropout"):
             if not 0 <= getattr(self, name) < 1:
                 raise ElectraError(f"{name}={getattr(self, name):g}: a fraction in [0, 1)")
-        if not 0 <= self.layerwise_lr_decay <= 1:
+        if self.layerwise_lr_decay is not None and not 0 < self.layerwise_lr_decay <= 1:
             raise ElectraError(
-                f"layerwise_lr_decay={self.layerwise_lr_decay} must be in (0, 1], or 0 for the default"
+                f"layerwise_lr_decay={self.layerwise_lr_decay} must be in (0, 1], or unset for "
+                "the default"
             )
 
 
@@ -116,7 +129,6 @@ _FINETUNE_MINIMA = {
     "n_best": 1,
     "max_answer_length": 1,
 }
-_ZERO_IS_DEFAULT = ("epochs", "lr", "max_seq_len", "max_train_examples")
 
 
 def model_size(model: ModelConfig) -> str:
@@ -133,7 +145,7 @@ LAYERWISE_DECAY = {"small": 0.8, "base": 0.8, "large": 0.9}
 def resolve_recipe(
     cfg: FinetuneConfig, model: ModelConfig, epochs: int, max_seq_len: int
 ) -> FinetuneConfig:
-    """Fills the 0 ("default") fields from the model's size and the task's defaults."""
+    """Fills the unset (None) fields from the model's size and the task's defaults."""
     size = model_size(model)
     return replace(
         cfg,

@@ -12,6 +12,7 @@ from electra.atomic import (
     atomic_dir,
     write_json_atomic,
 )
+from electra.config import InferenceRuntime
 from electra.errors import ElectraError
 from electra.finetuning.baselines import baseline_scores, judge
 from electra.finetuning.dev_split import (
@@ -61,7 +62,7 @@ def evaluate(
     split: str = "dev",
     out_dir: str | Path | None = None,
     task_name: str | None = None,
-    runtime: dict[str, Any] | None = None,
+    runtime: InferenceRuntime | None = None,
 ) -> dict[str, Any]:
     """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
     predictions and, for a test split of a benchmark with a submission format (GLUE's, SQuAD's),

@@ -48,11 +48,11 @@ def predict_outputs(
     model: nn.Module,
     data: Encoded,
     runtime: Runtime,
-    batch_size: int = 0,
+    batch_size: int | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> Batch:
     """The task's model outputs (`Task.infer`) for the rows of `data`, in their order, on the host,
-    computed on `runtime.device` in `runtime.precision`. Batches (`batch_size` rows; 0: the task's
+    computed on `runtime.device` in `runtime.precision`. Batches (`batch_size` rows; unset: the task's
     own) hold rows of similar lengths (longest first, so that a too-large batch fails at once),
     each trimmed to its longest row; the outputs stay on the device until the last batch (read
     back once). `on_batch(rows)` is called after each batch (a progress bar). With

@@ -25,7 +25,7 @@ import io
 import itertools
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,6 +33,7 @@ import tokenizers
 from torch import nn
 from tqdm import tqdm
 
+from electra.config import InferenceRuntime
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
@@ -65,7 +66,7 @@ class Predictor:
     def load(
         cls,
         path: str | Path,
-        runtime: dict[str, Any] | None = None,
+        runtime: InferenceRuntime | None = None,
         reading: dict[str, Any] | None = None,
         *,
         device: str | None = None,
@@ -74,7 +75,7 @@ class Predictor:
     ) -> Predictor:
         """The fine-tuned model at `path` (a finetune --out folder: its best seed, or a seed
         folder, or a Hugging Face task folder), run as it was fine-tuned unless `runtime`
-        (`electra.config.INFERENCE_RUNTIME` settings), `device` or `precision` say otherwise
+        (`electra.config.InferenceRuntime`), `device` or `precision` say otherwise
         (`electra.hf.finetuned.load_for_inference`); `threads` sets torch's CPU threads for the
         process (`--threads`); `reading` ({"text_columns", "delimiter"}) reads new files of your
         own by other columns or separator than its training files'."""
@@ -83,7 +84,7 @@ class Predictor:
 
             apply_threads(str(threads))
         given = {"device": device, "precision": precision}
-        runtime = {**(runtime or {}), **{k: v for k, v in given.items() if v is not None}}
+        runtime = replace(runtime or InferenceRuntime(), **{k: v for k, v in given.items() if v})
         predictor = cls(*load_for_inference(path, runtime))
         if reading and any(reading.values()):
             if not hasattr(predictor.task, "read_with"):
@@ -98,7 +99,7 @@ class Predictor:
         self,
         inputs: Sequence[Text],
         all_scores: bool = False,
-        batch_size: int = 0,
+        batch_size: int | None = None,
         progress: bool | None = None,
     ) -> list[dict]:
         """The records `electra predict -` writes for these inputs as lines of standard input:
@@ -126,7 +127,7 @@ class Predictor:
         self,
         examples: Sequence[Any],
         all_scores: bool = False,
-        batch_size: int = 0,
+        batch_size: int | None = None,
         on_batch: Callable[[int], None] | None = None,
         first: int = 0,
     ) -> tuple[list[dict], int]:
@@ -245,12 +246,12 @@ class _Tally:
             )
 
 
-def check_batch_size(batch_size: int) -> None:
-    if batch_size < 0:
-        raise ElectraError(f"--batch-size {batch_size}: at least 1 (or 0, the task's default)")
+def check_batch_size(batch_size: int | None) -> None:
+    if batch_size is not None and batch_size < 1:
+        raise ElectraError(f"--batch-size {batch_size}: at least 1 (unset: the task's default)")
 
 
-def check_inputs(inputs: list[str], batch_size: int) -> None:
+def check_inputs(inputs: list[str], batch_size: int | None) -> None:
     """Before loading the model, and before any record is out."""
     if not inputs:
         raise ElectraError("no input: pass files in the task's format, or - for standard input")
@@ -265,7 +266,7 @@ def input_records(
     inputs: list[str],
     tally: _Tally,
     all_scores: bool = False,
-    batch_size: int = 0,
+    batch_size: int | None = None,
     stdin: TextIO | None = None,
 ) -> Iterator[list[dict]]:
     """The records of each input (files, or `-`), a chunk at a time (`input_chunks`), as
@@ -294,8 +295,8 @@ def predict_inputs(
     inputs: list[str],
     out: str | Path | None = None,
     all_scores: bool = False,
-    batch_size: int = 0,
-    runtime: dict[str, Any] | None = None,
+    batch_size: int | None = None,
+    runtime: InferenceRuntime | None = None,
     stdin: TextIO | None = None,
     reading: dict[str, Any] | None = None,
 ) -> int:
@@ -318,8 +319,8 @@ def predict(
     inputs: str | Path | Sequence[Text],
     out: str | Path | None = None,
     all_scores: bool = False,
-    batch_size: int = 0,
-    runtime: dict[str, Any] | None = None,
+    batch_size: int | None = None,
+    runtime: InferenceRuntime | None = None,
     reading: dict[str, Any] | None = None,
 ) -> list[dict]:
     """`electra predict` from Python: the records of `inputs`, also written to `out` as JSONL

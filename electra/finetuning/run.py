@@ -21,12 +21,7 @@ from electra.atomic import (
 )
 from electra.config import ModelConfig
 from electra.engine.graphs import check_graphable
-from electra.engine.runtime import (
-    Runtime,
-    configure_process,
-    prepare_model,
-    resolve_device,
-)
+from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.baselines import baseline_scores, baseline_warning, judge
 from electra.finetuning.config import FinetuneConfig, resolve_recipe
@@ -73,7 +68,7 @@ def finished_seed(seed_dir: Path, cfg: FinetuneConfig, source: Path) -> dict | N
 @dataclass
 class _Job:
     """What every seed of one `finetune` call shares: the task, the resolved recipe, the pretrained
-    encoder, the device, and the data with its trivial baseline."""
+    encoder, the runtime, and the data with its trivial baseline."""
 
     task: Task
     cfg: FinetuneConfig
@@ -81,7 +76,7 @@ class _Job:
     encoder_state: dict
     tokenizer: tokenizers.Tokenizer
     source: Path
-    device: torch.device
+    runtime: Runtime
     train: list
     dev: dict[str, list]
     fitted: dict | None
@@ -151,9 +146,8 @@ def _finetune_job(
     model_cfg = replace(
         model_cfg, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout
     )
-    device = resolve_device(cfg.device)
-    check_graphable(cfg, device)
-    configure_process(device)
+    runtime = Runtime.from_config(cfg)
+    check_graphable(cfg, runtime.device)
 
     data_dir = one_file_as_train(data_dir)
     trained, train, dev, held_out = _train_and_dev(task, data_dir, cfg)
@@ -178,7 +172,7 @@ def _finetune_job(
         encoder_state=encoder_state,
         tokenizer=tokenizer,
         source=source,
-        device=device,
+        runtime=runtime,
         train=train,
         dev=dev,
         fitted=fitted,
@@ -267,7 +261,7 @@ def _train_examples(task: Task, train: list, cfg: FinetuneConfig) -> list:
     """The training examples, doubled for unordered pairs and subsampled as the recipe says."""
     if cfg.double_unordered:
         train = task.double_unordered(train)
-    if 0 < cfg.max_train_examples < len(train):
+    if cfg.max_train_examples is not None and cfg.max_train_examples < len(train):
         keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
         train = [train[i] for i in sorted(keep[: cfg.max_train_examples].tolist())]
     return train
@@ -295,15 +289,14 @@ def _finetune_seed(job: _Job, seed: int, seed_dir: Path) -> dict:
 
 def _train_seed(job: _Job, seed: int, seed_dir: Path) -> tuple[dict, list[dict]]:
     """Trains and scores one seed into a fresh `seed_dir`; its result and dev predictions."""
-    task, cfg, device = job.task, job.cfg, job.device
+    task, cfg, runtime = job.task, job.cfg, job.runtime
     shutil.rmtree(seed_dir, ignore_errors=True)
     torch.manual_seed(seed)
     model = task.build_model(job.model_cfg)
     if not cfg.random_init:
         missing, unexpected = model.load_state_dict(job.encoder_state, strict=False)
         assert not unexpected and all(not k.startswith("electra.") for k in missing)
-    model = prepare_model(model, device, cfg.kernels)
-    runtime = Runtime.of(cfg, device)
+    model = runtime.prepare(model)
     losses = train_model(task, model, job.train_data, cfg, runtime, seed)
     scores, predictions = evaluate_sets(task, model, job.dev, job.dev_data, runtime)
     if job.test:  # before the model leaves the device for saving

@@ -21,14 +21,15 @@ import tokenizers
 from torch import nn
 
 from electra.atomic import write_json_atomic
-from electra.config import INFERENCE_RUNTIME, with_values
+from electra.config import InferenceRuntime
 from electra.data.tokenizer import load_tokenizer
-from electra.engine.runtime import Runtime, configure_process, prepare_model, resolve_device
+from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.hf.from_transformers import is_hf_task_dir, load_hf_finetuned
 from electra.hf.pretrained import load_strict, read_model_config, read_state_dict, save_pretrained
 from electra.model.heads import HEADS
+from electra.overrides import with_values
 from electra.tasks import get_task
 from electra.tasks.base import Task
 
@@ -144,24 +145,21 @@ def load_finetuned(
 
 
 def load_for_inference(
-    path: str | Path, runtime: dict[str, Any] | None = None
+    path: str | Path, runtime: InferenceRuntime | None = None
 ) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig, Runtime]:
-    """A fine-tuned model (`load_finetuned`) ready to predict, in eval mode: its runtime is the
-    one it was fine-tuned with, but on the device `auto` picks, with a progress bar and without
-    compiling, with the `INFERENCE_RUNTIME` settings in `runtime` (the command line's) on top.
-    CUDA graphs are captured only where there is a GPU."""
+    """A fine-tuned model (`load_finetuned`) ready to predict, in eval mode, on the runtime
+    `runtime` sets over the one it was fine-tuned with (`electra.config.InferenceRuntime`: not the
+    training machine's device, never compiled). CUDA graphs are captured only where there is a
+    GPU."""
     task, model, tokenizer, cfg = load_finetuned(path)
-    if unknown := set(runtime or {}) - set(INFERENCE_RUNTIME):
-        raise ElectraError(f"{', '.join(sorted(unknown))}: not a setting of inference")
-    fresh = {"device": "auto", "compile": False, "progress": True}  # not the training machine's
-    cfg = with_values(cfg, {**fresh, **(runtime or {})}, "command line")
-    device = resolve_device(cfg.device)
-    configure_process(device)
-    cfg = replace(cfg, cuda_graph=cfg.cuda_graph and device.type == "cuda")
-    model = prepare_model(model, device, cfg.kernels).eval()
-    return task, model, tokenizer, cfg, Runtime.of(cfg, device)
+    cfg = (runtime or InferenceRuntime()).over(cfg)
+    run_time = Runtime.from_config(cfg)
+    if run_time.device.type != "cuda":
+        cfg = replace(cfg, cuda_graph=False)
+        run_time = replace(run_time, cuda_graph=False)
+    return task, run_time.prepare(model).eval(), tokenizer, cfg, run_time
 
 
 def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
-    """The recipe from named values (see `electra.config.with_values`)."""
+    """The recipe from named values (see `electra.overrides.with_values`)."""
     return with_values(FinetuneConfig(), values, source)

@@ -35,7 +35,8 @@ class Adversarial(ReplacedTokenDetection):
     @classmethod
     def check(cls, run: RunConfig) -> None:
         super().check(run)
-        if not 0 <= run.objective.adversarial_mlm_steps < run.train.steps:
+        steps = run.objective.adversarial_mlm_steps  # None: unset, filled by electra.settings
+        if steps is None or not 0 <= steps < run.train.steps:
             raise ElectraError(
                 f"objective.adversarial_mlm_steps={run.objective.adversarial_mlm_steps} must be "
                 f"at least 0 and below train.steps={run.train.steps}, or the generator is never "

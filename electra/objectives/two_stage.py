@@ -34,7 +34,7 @@ class TwoStage(ReplacedTokenDetection):
                 "they need one size: set objective.generator_hidden_fraction=1 and "
                 "objective.generator_layers_fraction=1"
             )
-        if not 0 < run.objective.two_stage_steps < run.train.steps:
+        if not 0 < (run.objective.two_stage_steps or 0) < run.train.steps:  # None: unset
             raise ElectraError(
                 f"objective.two_stage_steps={run.objective.two_stage_steps} must be above 0 and "
                 f"below train.steps={run.train.steps}: the step at which the discriminator takes over"

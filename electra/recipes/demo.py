@@ -13,15 +13,15 @@ import shutil
 import sys
 from pathlib import Path
 
+from electra.api import pretrain
 from electra.atomic import atomic_path
-from electra.config import RunConfig, apply_overrides, preset
+from electra.config import apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from electra.engine.checkpoint import latest_complete
 from electra.engine.heldout import corrupt_and_score, showcase, summary
 from electra.engine.plot import plot_run
 from electra.engine.tracking import read_metrics
-from electra.engine.train import pretrain
 from electra.errors import ElectraError, Interrupted
 
 MARKER = ".electra-demo"
@@ -98,7 +98,7 @@ def run_demo(out_dir: str | Path, steps: int | None = None) -> Path:
     resume = _open_folder(out)
     if resume:
         say(f"continuing the interrupted demo in {out}")
-        cfg = RunConfig.load(run / "config.json")
+        cfg = None  # the run's saved config
     else:
         _build_data(out)
         overrides = {"data.path": str(out / "data"), "train.tensorboard": False}
@@ -107,7 +107,7 @@ def run_demo(out_dir: str | Path, steps: int | None = None) -> Path:
         cfg = apply_overrides(preset("tiny"), overrides)
         shutil.rmtree(run, ignore_errors=True)  # a run stopped before its first checkpoint
     say("electra pretrain --preset tiny")
-    pretrain(cfg, run, resume=resume)
+    pretrain(cfg, out=run, resume=resume)  # settings resolved as `electra pretrain` does
     if not (run / "discriminator").is_dir():
         raise Interrupted(f"the demo stopped: run `electra demo --out {out}` again to continue it")
     _report(out, run)

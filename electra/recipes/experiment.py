@@ -13,13 +13,17 @@ score (the mean of the task medians) against pretraining FLOPs. OUT holds:
     results.json, results.md the table; glue_vs_flops.png, losses.png the plots
 
 Every finished piece is kept: run the same command again and it continues where it stopped.
-Started twice at once, two processes take different arms (each arm is locked while it runs).
+Started twice at once, two processes take different arms (each arm is locked while it runs, with
+the run folders' lock, `electra.engine.runlock.RunLock`).
+
+An arm's and --pretrain-set's `section.field=value` are shorthand for the `--section.field VALUE`
+flags of `electra pretrain`, and the arm's run settings are resolved as that command resolves
+them (`electra.settings.resolve_run_settings`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -31,13 +35,15 @@ from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data.store import PretrainingData
 from electra.engine.checkpoint import checkpoint_dirs
+from electra.engine.runlock import RunLock
 from electra.engine.tracking import read_metrics
 from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
 from electra.model.flops import official_train_flops
-from electra.objectives import OBJECTIVES, check_objective, fill_objective_settings
+from electra.objectives import OBJECTIVES, check_objective
+from electra.settings import resolve_run_settings
 from electra.tasks.glue import GLUE
 
 # The loss each family of objectives teaches its encoder, for the loss-curve plot.
@@ -51,7 +57,8 @@ class Arm:
 
 
 def parse_arm(spec: str) -> Arm:
-    """`NAME` (an objective) or `LABEL:section.field=value,section.field=value`."""
+    """`NAME` (an objective) or `LABEL:section.field=value,section.field=value` (each the
+    shorthand of `electra pretrain --section.field value`)."""
     label, _, rest = spec.partition(":")
     if not rest:
         if label not in OBJECTIVES:
@@ -79,8 +86,8 @@ class Plan:
     arms: list[Arm]
     tasks: list[str]
     seeds: int = 3
-    flops: float = 0.0  # the budget; 0: what the first arm spends in `steps`
-    steps: int = 0
+    flops: float | None = None  # the budget; unset: what the first arm spends in `steps`
+    steps: int | None = None
     points: int = 1  # fine-tuned checkpoints per arm, evenly spaced over the budget
     pretrain_set: dict[str, str] = field(default_factory=dict)
     finetune_set: dict[str, str] = field(default_factory=dict)
@@ -90,14 +97,14 @@ class Plan:
 
 
 def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunConfig:
-    """The arm's run config at `steps`, fitted to the data as the trainer fits it (so that its
-    FLOPs are the ones the run logs), with the settings its objective implies where the arm
-    leaves them unset, as `electra pretrain` fills them (a two_stage arm switches at half the
-    steps, an adversarial one warms up for a tenth)."""
+    """The arm's run config at `steps`, with the settings it leaves unset filled as `electra
+    pretrain` fills them (`electra.settings.resolve_run_settings`: a two_stage arm switches at
+    half the steps, an adversarial one warms up for a tenth), and fitted to the data as the
+    trainer fits it, so that its FLOPs are the ones the run logs."""
     values = {**plan.pretrain_set, **arm.overrides, "data.path": plan.data, "train.steps": steps}
     cfg = apply_overrides(preset(plan.preset), values, source=f"arm {arm.label}")
-    cfg = fit_config_to_data(cfg, data, keep_vocab=False)
-    return fill_objective_settings(cfg, values)[0]
+    cfg = resolve_run_settings(cfg, given=values, note=None)
+    return fit_config_to_data(cfg, data, keep_vocab=False)
 
 
 def steps_for_budget(plan: Plan, arm: Arm, budget: float, data: PretrainingData) -> int:
@@ -125,9 +132,9 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
     for task in plan.tasks:
         check_task(plan, task)
 
-    if plan.flops > 0:
+    if plan.flops:
         budget = plan.flops
-    elif plan.steps > 0:
+    elif plan.steps:
         budget = official_train_flops(arm_config(plan, plan.arms[0], plan.steps, data))
     else:
         raise ElectraError("give the budget: --flops F, or --steps N for the first arm")
@@ -191,8 +198,7 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     saved = out / "experiment.json"
     if saved.is_file():
         before = json.loads(saved.read_text())
-        # An experiment.json written before task_data existed holds no such key: none given.
-        if {"task_data": {}, **before["plan"]} != record["plan"]:
+        if before["plan"] != record["plan"]:
             raise ElectraError(
                 f"{out} holds another experiment ({saved} differs): choose another --out"
             )
@@ -202,10 +208,11 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     busy = []
     for arm in plan.arms:
         arm_dir = out / "arms" / arm.label
-        with ArmLock(arm_dir) as mine:
-            if not mine:  # another process runs it: this one goes on with the next arm
-                busy.append(arm.label)
-                continue
+        lock = RunLock(arm_dir)
+        if not lock.try_acquire():  # another process runs it: this one goes on with the next arm
+            busy.append(arm.label)
+            continue
+        with lock:
             info = resolved["arms"][arm.label]
             cfg = arm_config(plan, arm, info["steps"], data)
             for point in map(int, info["points"]):
@@ -221,47 +228,6 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
             file=sys.stderr,
         )
     return write_results(plan, resolved, out)
-
-
-class ArmLock:
-    """ARM/.lock holding this process's pid while it runs the arm, so that the same command
-    started twice runs different arms side by side (one per core or GPU). A lock whose process
-    is gone is taken over."""
-
-    def __init__(self, arm_dir: Path):
-        self.path = arm_dir / ".lock"
-        self.held = False
-
-    def __enter__(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                if _alive(self.path):
-                    return False
-                self.path.unlink(missing_ok=True)  # stale: its process ended without cleaning up
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            self.held = True
-            return True
-        return False
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-
-
-def _alive(lock: Path) -> bool:
-    try:
-        pid = int(lock.read_text().strip() or 0)
-        os.kill(pid, 0)
-    except (ValueError, ProcessLookupError, FileNotFoundError):
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
 
 
 def pretrain_to(
