@@ -22,7 +22,8 @@ from electra.finetuning.loop import layerwise_groups, predict, trim
 from electra.hf.finetuned import finetune_config
 from electra.tasks import get_task
 from electra.tasks.base import pack
-from electra.tasks.ner import IGNORE, read_conll
+from electra.tasks.ner import read_conll
+from electra.tasks.tagging import IGNORE
 
 from .conftest import WORDS, shared_data, tiny_model_config
 from .test_cli import assert_one_line_error, run_cli
@@ -68,11 +69,11 @@ def test_glue_readers_give_the_official_row_counts(task):
     root = shared_data("glue", folder)
     t = get_task(task)
     sizes = [
-        sum(len(t.read(p, s)) for p in t.split_files(root, s).values())
+        sum(len(t.read(p, s)) for p in t.resolve(root)[s].values())
         for s in ("train", "dev", "test")
     ]
     assert sizes == counts
-    dev = t.read(t.split_files(root, "dev")["dev"], "dev")
+    dev = t.read(t.resolve(root)["dev"]["dev"], "dev")
     assert all(e.label is not None for e in dev) and all(e.text_a for e in dev)
     assert (dev[0].text_b is not None) == (task not in ("cola", "sst2"))
 
@@ -80,8 +81,8 @@ def test_glue_readers_give_the_official_row_counts(task):
 def test_conll_reader_gives_the_official_sentence_counts():
     root = shared_data("conll2003")
     t = get_task("conll2003")
-    train = t.read(t.split_files(root, "train")["train"], "train")
-    dev = t.read(t.split_files(root, "dev")["dev"], "dev")
+    train = t.read(t.resolve(root)["train"]["train"], "train")
+    dev = t.read(t.resolve(root)["dev"]["dev"], "dev")
     assert (len(train), len(dev)) == (14041, 3250)
     assert train[0].words[:3] == ("EU", "rejects", "German")
     assert train[0].tags[:3] == ("B-ORG", "O", "B-MISC")
@@ -90,9 +91,9 @@ def test_conll_reader_gives_the_official_sentence_counts():
 def test_qnli_dev_reads_and_its_missing_train_split_is_named():
     root = shared_data("glue", "QNLI")
     t = get_task("qnli")
-    assert len(t.read(t.split_files(root, "dev")["dev"], "dev")) == 5463
+    assert len(t.read(t.resolve(root)["dev"]["dev"], "dev")) == 5463
     with pytest.raises(ElectraError, match="no train split for qnli .* expected train.tsv"):
-        t.split_files(root, "train")
+        t.resolve(root)["train"]
 
 
 def test_mnli_and_qqp_read_their_formats(tmp_path):
@@ -114,7 +115,7 @@ def test_mnli_and_qqp_read_their_formats(tmp_path):
     for name in ("train", "dev_matched", "dev_mismatched"):
         write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [mnli_header, row, [*row[:-1], "entailment"]])
     t = get_task("mnli")
-    sets = {k: t.read(p, "dev") for k, p in t.split_files(tmp_path / "MNLI", "dev").items()}
+    sets = {k: t.read(p, "dev") for k, p in t.resolve(tmp_path / "MNLI")["dev"].items()}
     assert list(sets) == ["matched", "mismatched"] and sets["matched"][1].label == "entailment"
     assert t.main_metric == "matched_accuracy"
     write_tsv(

@@ -202,12 +202,25 @@ def _finetune_settings(args: argparse.Namespace):
 def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
     from electra.config import OptimConfig, RuntimeConfig
     from electra.finetuning.config import FinetuneConfig
+    from electra.tasks.settings import (
+        FAMILIES,
+        ClassificationSettings,
+        QaSettings,
+        TaggingSettings,
+    )
 
     recipe = parser.add_argument_group(
         "recipe (docs/specification.md §Fine-tuning; 0 = the task's or model size's default)"
     )
     shared = {f.name for f in fields(OptimConfig)} | {f.name for f in fields(RuntimeConfig)}
-    add_config_flags(recipe, FinetuneConfig, skip=shared)
+    add_config_flags(recipe, FinetuneConfig, skip={*shared, *FAMILIES})
+    # Each task family's settings, flat (`--qa-head`), in the order the flags have always had.
+    add_config_flags(recipe, QaSettings, skip=("qa_head",))
+    add_config_flags(recipe, ClassificationSettings)
+    add_config_flags(recipe, TaggingSettings)
+    add_config_flags(
+        recipe, QaSettings, skip=[f.name for f in fields(QaSettings) if f.name != "qa_head"]
+    )
     recipe_defaults = FinetuneConfig()
     for name, cls in (("optimizer", OptimConfig), ("runtime", RuntimeConfig)):
         add_config_flags(parser.add_argument_group(name), cls, defaults=recipe_defaults)
@@ -293,7 +306,8 @@ def cmd_predict(args: argparse.Namespace) -> None:
 def cmd_score(args: argparse.Namespace) -> None:
     from electra.finetuning.results import score_predictions
     from electra.tasks import get_task
-    from electra.tasks.squad import SquadTask, score_file
+    from electra.tasks.qa import QaTask
+    from electra.tasks.squad import score_file
 
     task = get_task(args.task)
     path = Path(args.predictions)
@@ -301,7 +315,7 @@ def cmd_score(args: argparse.Namespace) -> None:
         raise ElectraError(f"predictions file not found: {path}")
     if path.suffix == ".jsonl":
         scores = score_predictions(task, path)
-    elif isinstance(task, SquadTask):
+    elif isinstance(task, QaTask):
         if not args.data:
             raise ElectraError(
                 "scoring a SQuAD predictions.json needs the questions: pass --data FILE"

@@ -116,7 +116,7 @@ def load_for_inference(
 
 def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
     """The recipe from named values (see `electra.config.with_values`)."""
-    return with_values(FinetuneConfig(), values, source)
+    return FinetuneConfig.from_values(values, source)
 
 
 def save_finetuned(

@@ -151,14 +151,14 @@ def check_task(plan: Plan, task: str) -> None:
     """A GLUE task's folder exists; a task on the user's files reads them (train and dev) now,
     so that a bad file stops the experiment before any pretraining, not after it."""
     if task in plan.task_data:
-        from electra.finetuning.results import read_split
+        from electra.finetuning.results import read_split, read_train
         from electra.hf.finetuned import finetune_config
         from electra.tasks import get_task
 
         cfg = finetune_config(plan.finetune_set, source="--finetune-set")
         own = get_task(task, cfg)
-        for split in ("train", "dev"):
-            read_split(own, plan.task_data[task], split)
+        files = own.resolve(plan.task_data[task])
+        read_split(read_train(own, files)[0], files, "dev")
         return
     if task not in GLUE:
         raise ElectraError(
