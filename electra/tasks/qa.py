@@ -51,6 +51,9 @@ from electra.tasks.settings import QaSettings
 
 
 class QaTask(Task):
+    """Extractive question answering over windows of long contexts, with either head; SQuAD 1.1
+    or 2.0 as the training file decides (`fit`)."""
+
     name = "qa"
     family = "qa"
     epochs = 2

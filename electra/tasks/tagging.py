@@ -63,6 +63,9 @@ def tag_set(tags: set[str]) -> tuple[str, ...]:
 
 
 class TaggingTask(Task):
+    """A tag per word, from the user's tag set, fitted to the training file (or fixed: a
+    fine-tuned model's, CoNLL-2003's): entity-level F1."""
+
     name = "tagging"
     family = "tagging"
     main_metric = "f1"
