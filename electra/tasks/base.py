@@ -1,8 +1,10 @@
 """What every fine-tuning task provides, and the encoding helpers they share.
 
-A task reads its split files, encodes examples into fixed-width tensors, builds its head, turns a
-batch into per-example losses, decodes model outputs into predictions, and scores them. The
-training and evaluation loops (`electra.finetune`) know nothing else about tasks.
+A task finds a data source's split files once (`resolve`), reads them (which changes nothing in
+it), is fitted to its training split (`fit`: a new task, with the label set or what else the
+training file decides), encodes examples into fixed-width tensors, builds its head, turns a batch
+into per-example losses, decodes model outputs into predictions, and scores them. The training and
+evaluation loops (`electra.finetuning`) know nothing else about tasks.
 """
 
 from __future__ import annotations
