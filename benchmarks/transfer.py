@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from electra.atomic import write_json_atomic, write_text_atomic
+from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.run import finetune
-from electra.hf.finetuned import finetune_config
 
 TASKS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
 INITS = ("pretrained", "random")
@@ -87,7 +87,7 @@ def main() -> None:
             if (run_dir / "summary.json").is_file() and not args.rerun:
                 continue
             seeds = args.seeds_large if task == "sst2" else args.seeds
-            cfg = finetune_config(
+            cfg = FinetuneConfig.from_values(
                 {**changes, "seeds": seeds, "random_init": init == "random", "progress": False},
                 source="--finetune-set",
             )

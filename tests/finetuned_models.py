@@ -139,7 +139,9 @@ def finetuned(factory, name: str) -> Path:
         "regression": ("regression", dirs["regression"], dict(epochs=2, max_seq_len=48)),
     }
     task, data, recipe = recipes[name]
-    finetune(pretrained(factory), task, data, out, FinetuneConfig(**FAST, **recipe))
+    finetune(
+        pretrained(factory), task, data, out, FinetuneConfig.from_values({**FAST, **recipe}, "test")
+    )
     return out
 
 

@@ -188,8 +188,9 @@ def test_the_summary_and_the_warning_as_the_user_sees_them():
 def test_rte_dev_baseline_is_the_majority_rate_of_its_277_examples():
     root = shared_data("glue", "RTE")
     task = get_task("rte")
-    train = task.read(task.split_files(root, "train")["train"], "train")
-    base = baseline_scores(task, task.baseline(train), read_split(task, root, "dev"))
+    files = task.resolve(root)
+    train = task.read(files["train"]["train"], "train")
+    base = baseline_scores(task, task.baseline(train), read_split(task, files, "dev"))
     assert base["prediction"] == "entailment"  # 1249 of the 2490 training labels
     assert base["metrics"]["accuracy"] == pytest.approx(100 * 146 / 277)  # 52.71
 

@@ -21,6 +21,7 @@ from electra.config import (
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.overrides import field_docs
+from electra.tasks.settings import FAMILIES, QaSettings
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
@@ -68,7 +69,11 @@ def test_every_pretraining_field_has_a_flag_with_its_comment_as_help():
 def test_every_finetuning_field_has_a_flag():
     flags = _flags(_subparser("finetune"))
     for f in fields(FinetuneConfig):
-        assert "--" + f.name.replace("_", "-") in flags
+        if f.name not in FAMILIES:
+            assert "--" + f.name.replace("_", "-") in flags
+    for family in FAMILIES.values():  # each task family's settings, flat: --qa-head
+        for f in fields(family):
+            assert "--" + f.name.replace("_", "-") in flags
 
 
 def test_pretraining_flags_short_and_long_set_the_config(tmp_path):
@@ -111,7 +116,7 @@ def test_finetuning_flags_reach_the_recipe():
     )
     assert config_flags_given(args)["text_columns"] == ["title", "body"]
     cfg = _finetune_settings(args)
-    assert (cfg.pack, cfg.lr, cfg.text_columns, cfg.kernels) == (
+    assert (cfg.pack, cfg.lr, cfg.classification.text_columns, cfg.kernels) == (
         False,
         2e-4,
         ("title", "body"),
@@ -123,5 +128,5 @@ def test_field_docs_read_the_comments_beside_the_fields():
     docs = field_docs(FinetuneConfig)
     assert docs["seeds"].startswith("fine-tuning runs")  # a trailing comment
     assert docs["loss_reduction"].startswith("The official code sums")  # the lines above
-    assert docs["doc_stride"].startswith("tokens between")  # not the group's heading
+    assert field_docs(QaSettings)["qa_head"].startswith("qa: official")  # the lines above
     assert docs["warmup_proportion"]  # inherited from OptimConfig, though redeclared

@@ -20,10 +20,10 @@ from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig, resolve_recipe
 from electra.finetuning.inference import predict, trim
 from electra.finetuning.loop import layerwise_groups
-from electra.hf.finetuned import finetune_config
 from electra.tasks import get_task
 from electra.tasks.base import pack
-from electra.tasks.ner import IGNORE, read_conll
+from electra.tasks.ner import read_conll
+from electra.tasks.tagging import IGNORE
 
 from .conftest import WORDS, shared_data, tiny_model_config
 from .test_cli import assert_one_line_error, run_cli
@@ -69,11 +69,11 @@ def test_glue_readers_give_the_official_row_counts(task):
     root = shared_data("glue", folder)
     t = get_task(task)
     sizes = [
-        sum(len(t.read(p, s)) for p in t.split_files(root, s).values())
+        sum(len(t.read(p, s)) for p in t.resolve(root)[s].values())
         for s in ("train", "dev", "test")
     ]
     assert sizes == counts
-    dev = t.read(t.split_files(root, "dev")["dev"], "dev")
+    dev = t.read(t.resolve(root)["dev"]["dev"], "dev")
     assert all(e.label is not None for e in dev) and all(e.text_a for e in dev)
     assert (dev[0].text_b is not None) == (task not in ("cola", "sst2"))
 
@@ -81,8 +81,8 @@ def test_glue_readers_give_the_official_row_counts(task):
 def test_conll_reader_gives_the_official_sentence_counts():
     root = shared_data("conll2003")
     t = get_task("conll2003")
-    train = t.read(t.split_files(root, "train")["train"], "train")
-    dev = t.read(t.split_files(root, "dev")["dev"], "dev")
+    train = t.read(t.resolve(root)["train"]["train"], "train")
+    dev = t.read(t.resolve(root)["dev"]["dev"], "dev")
     assert (len(train), len(dev)) == (14041, 3250)
     assert train[0].words[:3] == ("EU", "rejects", "German")
     assert train[0].tags[:3] == ("B-ORG", "O", "B-MISC")
@@ -91,9 +91,9 @@ def test_conll_reader_gives_the_official_sentence_counts():
 def test_qnli_dev_reads_and_its_missing_train_split_is_named():
     root = shared_data("glue", "QNLI")
     t = get_task("qnli")
-    assert len(t.read(t.split_files(root, "dev")["dev"], "dev")) == 5463
+    assert len(t.read(t.resolve(root)["dev"]["dev"], "dev")) == 5463
     with pytest.raises(ElectraError, match="no train split for qnli .* expected train.tsv"):
-        t.split_files(root, "train")
+        t.resolve(root)["train"]
 
 
 def test_mnli_and_qqp_read_their_formats(tmp_path):
@@ -115,7 +115,7 @@ def test_mnli_and_qqp_read_their_formats(tmp_path):
     for name in ("train", "dev_matched", "dev_mismatched"):
         write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [mnli_header, row, [*row[:-1], "entailment"]])
     t = get_task("mnli")
-    sets = {k: t.read(p, "dev") for k, p in t.split_files(tmp_path / "MNLI", "dev").items()}
+    sets = {k: t.read(p, "dev") for k, p in t.resolve(tmp_path / "MNLI")["dev"].items()}
     assert list(sets) == ["matched", "mismatched"] and sets["matched"][1].label == "entailment"
     assert t.main_metric == "matched_accuracy"
     write_tsv(
@@ -223,12 +223,14 @@ def test_recipe_defaults_follow_table_7():
 
 
 def test_recipe_from_strings_is_typed_and_bad_values_name_their_source():
-    cfg = finetune_config({"epochs": "10", "bias_correction": "true", "lr": "1e-3"}, "--set")
+    cfg = FinetuneConfig.from_values(
+        {"epochs": "10", "bias_correction": "true", "lr": "1e-3"}, "--set"
+    )
     assert (cfg.epochs, cfg.bias_correction, cfg.lr) == (10, True, 1e-3)
     with pytest.raises(ElectraError, match="epochs='ten' in --set is not a valid int"):
-        finetune_config({"epochs": "ten"}, "--set")
+        FinetuneConfig.from_values({"epochs": "ten"}, "--set")
     with pytest.raises(ElectraError, match="did you mean epochs"):
-        finetune_config({"epoch": "3"}, "--set")
+        FinetuneConfig.from_values({"epoch": "3"}, "--set")
 
 
 def test_ner_labels_the_first_sub_token_of_each_word(tmp_path, task_tokenizer):

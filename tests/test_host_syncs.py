@@ -28,7 +28,7 @@ from electra.finetuning.packing import pack_batch
 from electra.model import kernels
 from electra.objectives import OBJECTIVES, build_objective
 from electra.tasks import get_task
-from electra.tasks.ner import IGNORE
+from electra.tasks.tagging import IGNORE
 
 from .conftest import tiny_model_config
 from .test_objective import _batch

@@ -12,6 +12,7 @@ import pytest
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.tasks import get_task
+from electra.tasks.settings import ClassificationSettings
 
 from .test_cli import assert_one_line_error, run_cli
 from .test_own_data import FAST
@@ -22,7 +23,9 @@ EXCEL = (
 
 
 def classification(**settings):
-    return get_task("classification", FinetuneConfig(**settings))
+    return get_task(
+        "classification", FinetuneConfig(classification=ClassificationSettings(**settings))
+    )
 
 
 def test_an_excel_semicolon_csv_is_read_as_its_header_says(tmp_path, capsys):
@@ -57,7 +60,9 @@ def test_labels_are_one_class_whatever_the_format_writes(tmp_path):
         "".join(json.dumps(r) + "\n" for r in [{"text": "ok", "label": 1.0}, {"text": "no", "label": 0}])
     )  # fmt: skip
     task = classification()
-    assert [e.label for e in task.read(train, "train")] == ["1", "0", "1"]
+    examples = task.read(train, "train")
+    assert [e.label for e in examples] == ["1", "0", "1"]
+    task = task.fit(examples, train)
     assert task.label_set.names == ("0", "1")
     assert [e.label for e in task.read(dev, "dev")] == ["1", "0"]
 
@@ -67,7 +72,10 @@ def test_labels_named_twice_are_refused_and_case_twins_are_warned(tmp_path, caps
         classification(labels=("pos", "neg", "pos"))
     path = tmp_path / "train.csv"
     path.write_text("text,label\na,Positive\nb,positive\nc,negative\n")
-    classification().read(path, "train")
+    task = classification()
+    examples = task.read(path, "train")
+    assert capsys.readouterr().err == ""  # reading fits nothing: the label set is fitted after
+    task.fit(examples, path)
     assert "'Positive' and 'positive' differ only in case" in capsys.readouterr().err
 
 

@@ -18,7 +18,7 @@ from sklearn.preprocessing import MultiLabelBinarizer
 
 from electra.errors import ElectraError
 from electra.tasks import get_task
-from electra.tasks.tables import read_table, split_file
+from electra.tasks.tables import read_table
 
 from .conftest import shared_data
 from .test_cli import assert_one_line_error, run_cli
@@ -229,7 +229,7 @@ def test_multilabel_from_jsonl_lists_and_csv_delimited_labels(tmp_path, capsys, 
     for average in ("micro", "macro"):
         expected = 100 * f1_score(y, p, average=average, zero_division=0)
         assert seed["metrics"][f"{average}_f1"] == pytest.approx(expected)
-    assert results["config"]["threshold"] == 0.4
+    assert results["config"]["classification"]["threshold"] == 0.4
     assert isinstance(results["baseline"]["prediction"], list)
     # `electra predict` reads the dev file (its labels ignored) with the saved label set
     code, stdout, err = run_cli(capsys, "predict", "--model", out, tmp_path / "dev.csv")
@@ -248,10 +248,10 @@ def test_tables_keep_each_rows_line_and_split_files_are_found(tmp_path):
     table = read_table(path)
     assert [n for n, _ in table.rows] == [2, 5]  # a row is named by its first line
     assert table.rows[0][1]["text"] == "two\nlines, quoted"
-    assert split_file(tmp_path, "train", "classification") == path
-    assert split_file(tmp_path, "test", "classification", optional=True) is None
+    files = get_task("classification").resolve(tmp_path)
+    assert files.file("train") == path and not files.has("test")
     with pytest.raises(ElectraError, match=r"no dev file for classification .* dev\.csv"):
-        split_file(tmp_path, "dev", "classification")
+        files["dev"]
     examples = get_task("classification").read(path, "train")
     assert [(e.id, e.text_a, e.label) for e in examples][1] == ("2", "last", "b")  # its place
 

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.tasks.qa import QaTask
+from electra.tasks.settings import QaSettings, TaggingSettings
 from electra.tasks.squad import SquadTask
 from electra.tasks.tagging import TaggingTask
 
@@ -120,12 +121,18 @@ def test_tagging_conll_columns_with_a_tag_column(tmp_path, conll_sentences, conl
     (data / "train.conll").write_text(conll(conll_sentences))
     (data / "dev.conll").write_text(conll(conll_sentences[:8]))
     (data / "test.conll").write_text("".join(f"{w}\n" for w in conll_sentences[0][0]) + "\n")
-    task = TaggingTask(tag_column=2)
+    task = TaggingTask(TaggingSettings(tag_column=2))
     train = task.read(data / "train.conll", "train")
     assert [list(s.words) for s in train] == [w for w, _ in conll_sentences]
     assert [list(s.tags) for s in train] == [t for _, t in conll_sentences]
     out = tmp_path / "ft"
-    finetune(conll_model, "tagging", data, out, FinetuneConfig(epochs=1, tag_column=2, **FAST))
+    finetune(
+        conll_model,
+        "tagging",
+        data,
+        out,
+        FinetuneConfig(epochs=1, tagging=TaggingSettings(tag_column=2), **FAST),
+    )
     assert_entity_scores_recomputed(out)
     (tested,) = read_rows(out / "seed_0" / "test_predictions.jsonl")  # words alone: predicted
     assert tested["label"] is None and len(tested["prediction"]) == len(conll_sentences[0][0])
@@ -137,7 +144,7 @@ def test_tagging_conll_columns_with_a_tag_column(tmp_path, conll_sentences, conl
 def bad_tagging(tmp_path, name, text, split="train", task=None, **kwargs):
     path = tmp_path / name
     path.write_text(text)
-    task = task or TaggingTask(**kwargs)
+    task = task or TaggingTask(TaggingSettings(**kwargs))
     with pytest.raises(ElectraError) as e:
         task.read(path, split)
     message = str(e.value)
@@ -169,9 +176,11 @@ def test_tagging_bad_input_names_file_line_and_what_to_do(tmp_path):
     message = bad_tagging(tmp_path, "k.csv", "EU,B-ORG\n")
     assert "tagging reads .conll, .txt, .tsv, .jsonl files, not .csv" in message
     # A dev tag the training file never had: the model could not predict it.
-    task = TaggingTask()
+    unfitted = TaggingTask()
     (tmp_path / "train.txt").write_text("EU B-ORG\nrejects O\n")
-    assert task.read(tmp_path / "train.txt", "train") and task.labels == ("O", "B-ORG", "I-ORG")
+    train = unfitted.read(tmp_path / "train.txt", "train")
+    task = unfitted.fit(train, tmp_path / "train.txt")
+    assert task.labels == ("O", "B-ORG", "I-ORG") and unfitted.labels == ()
     message = bad_tagging(tmp_path, "dev.txt", "EU B-ORG\nPeter B-PER\n", split="dev", task=task)
     assert "line 2, column 2: tag 'B-PER' is not in the training file's tag set" in message
     # A test file may hold words alone; its sentences are predicted, not scored.
@@ -255,7 +264,7 @@ def test_qa_squad_json_official_head(tmp_path, tiny_pretrained):
     squad_file(data / "train.json", questions)
     squad_file(data / "dev.json", questions[::-1])  # a copy of train is refused as dev
     out = tmp_path / "ft"
-    finetune(tiny_pretrained, "qa", data, out, FinetuneConfig(**QA_CFG))
+    finetune(tiny_pretrained, "qa", data, out, FinetuneConfig.from_values(QA_CFG, "test"))
     head = json.loads((out / "seed_0" / "finetune.json").read_text())["head"]
     assert head == {"qa_head": "official", "version": "2.0"}
     rows = assert_qa_scores_recomputed(out, "exact")
@@ -280,7 +289,7 @@ def test_qa_flat_jsonl_linear_head(tmp_path, tiny_pretrained):
     unknown = {k: v for k, v in records[0].items() if k != "answers"}
     (data / "test.jsonl").write_text(json.dumps(unknown) + "\n")
     out = tmp_path / "ft"
-    cfg = FinetuneConfig(qa_head="linear", **{**QA_CFG, "epochs": 5})
+    cfg = FinetuneConfig.from_values({**QA_CFG, "epochs": 5, "qa_head": "linear"}, "test")
     finetune(tiny_pretrained, "qa", data, out, cfg)
     seed = out / "seed_0"
     assert json.loads((seed / "config.json").read_text())["architectures"] == [
@@ -305,28 +314,31 @@ def test_qa_flat_jsonl_linear_head(tmp_path, tiny_pretrained):
 def test_qa_version_comes_from_the_training_file(tmp_path):
     v1 = tmp_path / "train.json"
     squad_file(v1, [{k: v for k, v in q.items() if k != "is_impossible"} for q in QUESTIONS])
-    task = QaTask()
-    task.read(v1, "train")
-    assert task.version == "1.1" and task.baseline([]) is None
+    unfitted = QaTask()
+    task = unfitted.fit(unfitted.read(v1, "train"), v1)
+    assert task.version == "1.1" and task.baseline([]) is None and unfitted.version is None
     squad_file(tmp_path / "dev.json", [qa("z", "what is money ?", None, impossible=True)])
     with pytest.raises(ElectraError, match=r"dev.json: question z has no answer, but the train"):
         task.read(tmp_path / "dev.json", "dev")
     squad_file(tmp_path / "train2.json", QUESTIONS)  # "is_impossible": false throughout: 2.0
-    task.read(tmp_path / "train2.json", "train")
-    assert task.version == "2.0"
+    train2 = tmp_path / "train2.json"
+    assert unfitted.fit(unfitted.read(train2, "train"), train2).version == "2.0"
     (tmp_path / "t.jsonl").write_text(json.dumps(flat(QUESTIONS[0])) + "\n")
-    task.read(tmp_path / "t.jsonl", "train")
-    assert task.version == "1.1"
+    assert (
+        unfitted.fit(unfitted.read(tmp_path / "t.jsonl", "train"), tmp_path / "t.jsonl").version
+        == "1.1"
+    )
 
 
 def test_linear_head_decoding_and_its_null_rule(tmp_path, task_tokenizer):
     """The best start <= end span by start + end logit; no answer when start[0] + end[0] beats
     the best span by more than the threshold (0.0 for this head, HF's default)."""
     questions = QaTask().read(squad_file(tmp_path / "d.json", [QUESTIONS[0]]), "dev")
-    task = SquadTask("2.0", doc_stride=64, max_query_length=16, qa_head="linear")
+    task = SquadTask("2.0", QaSettings(doc_stride=64, max_query_length=16, qa_head="linear"))
     assert task.null_threshold == 0.0 and task.token_outputs == ("start_logits", "end_logits")
-    assert SquadTask("2.0", null_threshold=-2.75, qa_head="linear").null_threshold == -2.75
-    assert SquadTask("2.0", null_threshold=1.5, qa_head="linear").null_threshold == 1.5
+    for threshold in (-2.75, 1.5):
+        given = QaSettings(null_threshold=threshold, qa_head="linear")
+        assert SquadTask("2.0", given).null_threshold == threshold
     enc = task.encode(questions, task_tokenizer, max_len=64, training=False)
     assert len(enc) == 1
     offsets = enc.meta["offsets"][0]
@@ -418,11 +430,11 @@ def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_h
     still joins the others (each head's outputs keep a common width)."""
     from electra.engine.runtime import Runtime
     from electra.finetuning.inference import predict
-    from electra.tasks.squad import Question
+    from electra.tasks.qa_files import Question
 
     long = [Question(f"l{i}", "where was the car ?", CONTEXT, (), False) for i in range(8)]
     short = Question("s", "who ?", "Mary sat .", (), False)
-    task = SquadTask("2.0", qa_head=qa_head)
+    task = SquadTask("2.0", QaSettings(qa_head=qa_head))
     enc = task.encode([*long, short], task_tokenizer, max_len=64, training=False)
     torch.manual_seed(0)
     model = task.build_model(tiny_model_config(vocab_size=task_tokenizer.get_vocab_size()))
@@ -451,7 +463,7 @@ def test_a_file_not_in_utf8_is_one_line_naming_it(tmp_path, task, name, raw):
     path = tmp_path / name
     path.write_bytes(raw)
     for read in (
-        lambda: read_split(get_task(task), {"train": path}, "train"),
+        lambda: read_split(get_task(task), get_task(task).resolve({"train": path}), "train"),
         lambda: read_examples(get_task(task), [str(path)]),
     ):
         with pytest.raises(ElectraError) as e:

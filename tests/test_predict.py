@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from electra.tasks.ner import entity_spans
+from electra.tasks.tagging import entity_spans
 
 from .finetuned_models import CONTEXT, best_seed, data_dirs, finetuned, read_jsonl
 from .test_cli import assert_one_line_error, run_cli

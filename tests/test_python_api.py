@@ -20,7 +20,6 @@ from electra.config import InferenceRuntime, RunConfig, RuntimeConfig, apply_ove
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.hf.finetuned import finetune_config
 from electra.overrides import with_values
 
 from .conftest import WORDS
@@ -113,9 +112,11 @@ def test_old_spellings_of_unset_load_as_none(tmp_path):
     no_warm_up = apply_overrides(old, {"objective.adversarial_mlm_steps": "0"})
     assert no_warm_up.objective.adversarial_mlm_steps == 0
     # A finetune.json saved with 0s, a flag given as 0 and Python's None all mean the default.
-    recipe = finetune_config({"epochs": 0, "lr": 0.0, "max_seq_len": "0"}, "finetune.json")
+    recipe = FinetuneConfig.from_values(
+        {"epochs": 0, "lr": 0.0, "max_seq_len": "0"}, "finetune.json"
+    )
     assert (recipe.epochs, recipe.lr, recipe.max_seq_len) == (None, None, None)
-    assert recipe == FinetuneConfig() == finetune_config({"epochs": "none"}, "flags")
+    assert recipe == FinetuneConfig() == FinetuneConfig.from_values({"epochs": "none"}, "flags")
     with pytest.raises(ElectraError, match=r"epochs must be at least 0 \(unset: the default\)"):
         FinetuneConfig(epochs=-1)
 

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from electra.errors import ElectraError
-from electra.tasks.squad import SquadTask, _is_max_context, _windows, read_squad
+from electra.tasks.qa import _is_max_context, _windows
+from electra.tasks.qa_files import read_squad
+from electra.tasks.settings import QaSettings
+from electra.tasks.squad import SquadTask
 
 CONTEXT = (
     "John went to the store yesterday . The big red car was in Paris , the capital city of "
@@ -55,7 +58,7 @@ def test_answers_map_to_tokens_and_back_to_text_across_windows(tmp_path, task_to
         ],
     )
     questions = read_squad(path)
-    task = SquadTask("2.0", doc_stride=6, max_query_length=16)
+    task = SquadTask("2.0", QaSettings(doc_stride=6, max_query_length=16))
     enc = task.encode(questions, task_tokenizer, max_len=24, training=True)
     t = enc.tensors
     assert t["input_ids"].shape[1] == 24 and len(enc) > 2 * len(questions)  # several windows each
@@ -110,7 +113,7 @@ def test_decoding_cuts_the_span_and_applies_the_null_threshold(tmp_path, task_to
     questions = read_squad(
         squad_file(tmp_path / "d.json", [qa("q", "where was the car ?", "Paris")])
     )
-    task = SquadTask("2.0", doc_stride=6, max_query_length=16, null_threshold=0.0)
+    task = SquadTask("2.0", QaSettings(doc_stride=6, max_query_length=16, null_threshold=0.0))
     enc = task.encode(questions, task_tokenizer, max_len=24, training=False)
     # find a window where "Paris" has max context, and its token position
     target = CONTEXT.index("Paris")

@@ -187,20 +187,33 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 def _finetune_settings(args: argparse.Namespace):
     """The recipe's fields from their `--field-name` flags (only those given replace defaults)."""
-    from electra.hf.finetuned import finetune_config
+    from electra.finetuning.config import FinetuneConfig
 
-    return finetune_config(config_flags_given(args), source="the command line")
+    return FinetuneConfig.from_values(config_flags_given(args), source="the command line")
 
 
 def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
     from electra.config import OptimConfig, RuntimeConfig
     from electra.finetuning.config import FinetuneConfig
+    from electra.tasks.settings import (
+        FAMILIES,
+        ClassificationSettings,
+        QaSettings,
+        TaggingSettings,
+    )
 
     recipe = parser.add_argument_group(
         "recipe (docs/specification.md §Fine-tuning; None = the task's or model size's default)"
     )
     shared = {f.name for f in fields(OptimConfig)} | {f.name for f in fields(RuntimeConfig)}
-    add_config_flags(recipe, FinetuneConfig, skip=shared)
+    add_config_flags(recipe, FinetuneConfig, skip={*shared, *FAMILIES})
+    # Each task family's settings, flat (`--qa-head`), in the order the flags have always had.
+    add_config_flags(recipe, QaSettings, skip=("qa_head",))
+    add_config_flags(recipe, ClassificationSettings)
+    add_config_flags(recipe, TaggingSettings)
+    add_config_flags(
+        recipe, QaSettings, skip=[f.name for f in fields(QaSettings) if f.name != "qa_head"]
+    )
     recipe_defaults = FinetuneConfig()
     for name, cls in (("optimizer", OptimConfig), ("runtime", RuntimeConfig)):
         add_config_flags(parser.add_argument_group(name), cls, defaults=recipe_defaults)
@@ -291,7 +304,8 @@ def _inference_runtime(args: argparse.Namespace):
 def cmd_score(args: argparse.Namespace) -> None:
     from electra.finetuning.results import score_predictions
     from electra.tasks import get_task
-    from electra.tasks.squad import SquadTask, score_file
+    from electra.tasks.qa import QaTask
+    from electra.tasks.squad import score_file
 
     task = get_task(args.task)
     path = Path(args.predictions)
@@ -299,7 +313,7 @@ def cmd_score(args: argparse.Namespace) -> None:
         raise ElectraError(f"predictions file not found: {path}")
     if path.suffix == ".jsonl":
         scores = score_predictions(task, path)
-    elif isinstance(task, SquadTask):
+    elif isinstance(task, QaTask):
         if not args.data:
             raise ElectraError(
                 "scoring a SQuAD predictions.json needs the questions: pass --data FILE"

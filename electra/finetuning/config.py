@@ -3,14 +3,18 @@ the defaults that depend on the task and the model's size."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from electra.config import ModelConfig, OptimConfig, RuntimeConfig
 from electra.errors import ElectraError
-from electra.overrides import none_for_unset
-
-QA_HEADS = ("official", "linear")  # FinetuneConfig.qa_head (electra.tasks.squad)
+from electra.overrides import none_for_unset, unknown_key, with_values
+from electra.tasks.settings import (
+    FAMILIES,
+    ClassificationSettings,
+    QaSettings,
+    TaggingSettings,
+)
 
 
 @dataclass
@@ -47,25 +51,10 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     # encoder arithmetic as padded rows, without computing the padding. Under cuda_graph, batches
     # are padded to a few widths (powers of two from 32) instead, one graph per width.
     pack: bool = True
-    # --- SQuAD and qa
-    doc_stride: int = 128  # tokens between the starts of a long context's windows
-    max_query_length: int = 64  # question tokens kept
-    n_best: int = 20  # candidate starts and ends scored per window
-    max_answer_length: int = 30  # tokens
-    # SQuAD 2.0: predict no answer when the null score is above this; default: the head's
-    # (official -2.75, linear 0.0, as Hugging Face's).
-    null_threshold: float | None = None
-    # --- your own data (docs/finetuning.md): classification, multilabel, regression, tagging, qa
-    text_columns: tuple[str, ...] = ()  # one text column or a pair; default text, or text_a text_b
-    label_column: str = ""  # default label
-    labels: tuple[str, ...] = ()  # the label set, in order; default: read from the training file
-    # A CSV's field separator: , ; | or tab; default: the one the file's header holds most often
-    delimiter: str | None = None
-    threshold: float = 0.5  # multilabel: a label is predicted when its probability is above this
-    tag_column: int = -1  # tagging, CoNLL-style files: the tag's column (0-based; -1 the last)
-    # qa: official (the paper's XLNet-style head) or linear (one start/end layer, as Hugging
-    # Face's ElectraForQuestionAnswering, which only that one can be exported to)
-    qa_head: str = "official"
+    # --- each task family's own settings (electra.tasks.settings), flat on the command line
+    qa: QaSettings = field(default_factory=QaSettings)
+    classification: ClassificationSettings = field(default_factory=ClassificationSettings)
+    tagging: TaggingSettings = field(default_factory=TaggingSettings)
 
     UNSET_WAS: ClassVar[dict[str, Any]] = {
         "lr": 0.0,
@@ -80,22 +69,38 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
         none_for_unset(self, self.UNSET_WAS)
         if self.loss_reduction not in ("sum", "mean"):
             raise ElectraError(f"loss_reduction={self.loss_reduction!r}: use sum or mean")
-        if self.qa_head not in QA_HEADS:
-            raise ElectraError(f"qa_head={self.qa_head!r}: use {' or '.join(QA_HEADS)}")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ElectraError(
-                f"threshold={self.threshold}: a probability, between 0 and 1 (default 0.5)"
-            )
         self._check_ranges()
-        if self.delimiter is not None and self.delimiter not in (",", ";", "|", "\t", "tab"):
-            raise ElectraError(
-                f"delimiter={self.delimiter!r}: use , ; | or tab (for a CSV's field separator)"
-            )
         if self.dev_split is not None and not 0 < self.dev_split < 1:
             raise ElectraError(
                 f"dev_split={self.dev_split}: a fraction of the training examples, between 0 and "
                 "1 (e.g. 0.1)"
             )
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any], source: str) -> FinetuneConfig:
+        """The recipe from named values, typed or strings (`electra.config.with_values`): a
+        family's settings nested (`{"qa": {"qa_head": ...}}`, as `finetune.json` saves them) or
+        flat (`{"qa_head": ...}`, as the command line, `--finetune-set` and the `finetune.json` of
+        models fine-tuned before the families had their own settings give them)."""
+        owner = {f.name: family for family, kind in FAMILIES.items() for f in fields(kind)}
+        top: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {family: {} for family in FAMILIES}
+        for key, value in values.items():
+            if key in FAMILIES and isinstance(value, dict):
+                nested[key].update(value)
+            elif key in owner:
+                nested[owner[key]][key] = value
+            elif key in FAMILIES or key not in {f.name for f in fields(cls)}:
+                known = [f.name for f in fields(cls) if f.name not in FAMILIES]
+                raise unknown_key(key, [*known, *owner], source)
+            else:
+                top[key] = value
+        cfg = with_values(cls(), top, source)
+        sections = {
+            family: with_values(getattr(cfg, family), given, source)
+            for family, given in nested.items()
+        }
+        return replace(cfg, **sections)
 
     def _check_ranges(self) -> None:
         """A count or rate out of its range is one error, not a run that trains nothing."""
@@ -124,10 +129,6 @@ _FINETUNE_MINIMA = {
     "clip_norm": 0,
     "max_seq_len": 0,
     "max_train_examples": 0,
-    "doc_stride": 1,
-    "max_query_length": 1,
-    "n_best": 1,
-    "max_answer_length": 1,
 }
 
 

@@ -25,20 +25,20 @@ from electra.hf.finetuned import FINETUNE_FILE, finetuned_dir, load_for_inferenc
 from electra.jsonl import write_jsonl
 from electra.tasks import get_task
 from electra.tasks.base import Task
-from electra.tasks.tables import DataSource
+from electra.tasks.splits import DataSource, SplitFiles
 
 
 def unseen_sets(
-    task: Task, data: DataSource, split: str, info: dict[str, Any], source: Path
+    task: Task, data: SplitFiles, split: str, info: dict[str, Any], source: Path
 ) -> dict[str, list]:
     """The examples of a split that `evaluate` scores: `read_split`'s, except that the file the
     model trained on is refused, or, where its dev split was held out of that file (or the data
     has no dev file), stands for the held-out examples only (`electra.finetuning.dev_split`)."""
     held = HeldOut.from_json(info["dev_split"]) if info.get("dev_split") else None
-    if split == "dev" and held and not task.has_split(data, "dev"):  # a folder without dev.*
-        files = {_dev_set(task): task.split_files(data, "train")["train"]}
+    if split == "dev" and held and not data.has("dev"):  # a folder without dev.*
+        files = {_dev_set(task): data.file("train")}
     else:
-        files = task.split_files(data, split)
+        files = data[split]
     sets = {}
     for name, path in files.items():
         if not trained_on(path, info.get("trained_on")):
@@ -72,9 +72,10 @@ def evaluate(
     task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
     if task_name and get_task(task_name).name != task.name:
         raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
+    files = task.resolve(data_dir)  # the one look-up of the split files
     saved = source / FINETUNE_FILE  # none in a Hugging Face folder: no baseline, no train file
     info = json.loads(saved.read_text()) if saved.is_file() else {}
-    sets = unseen_sets(task, data_dir, split, info, source)
+    sets = unseen_sets(task, files, split, info, source)
     encoded = {
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
     }

@@ -87,11 +87,6 @@ class Predictor:
         runtime = replace(runtime or InferenceRuntime(), **{k: v for k, v in given.items() if v})
         predictor = cls(*load_for_inference(path, runtime))
         if reading and any(reading.values()):
-            if not hasattr(predictor.task, "read_with"):
-                raise ElectraError(
-                    f"--text-columns and --delimiter read files of your own (classification, "
-                    f"multilabel, regression), not {predictor.task.name}'s"
-                )
             predictor.task.read_with(**reading)
         return predictor
 

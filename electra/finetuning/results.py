@@ -17,15 +17,21 @@ from electra.engine.runtime import (
 from electra.errors import ElectraError
 from electra.finetuning.inference import predict
 from electra.tasks.base import Encoded, Task, utf8_text
-from electra.tasks.tables import DataSource
+from electra.tasks.splits import SplitFiles
 
 
-def read_split(task: Task, data_dir: DataSource, split: str) -> dict[str, list]:
-    """A split's examples by evaluation set (MNLI's dev split has two: matched and mismatched)."""
-    return {
-        name: read_file(task, path, split)
-        for name, path in task.split_files(data_dir, split).items()
-    }
+def read_split(task: Task, files: SplitFiles, split: str) -> dict[str, list]:
+    """A split's examples by evaluation set (MNLI's dev split has two: matched and mismatched).
+    A task fitted to its training file reads the others (`read_train`)."""
+    return {name: read_file(task, path, split) for name, path in files[split].items()}
+
+
+def read_train(task: Task, files: SplitFiles) -> tuple[Task, list]:
+    """The task fitted to the training examples (`Task.fit`: the label set, the tag set, ...),
+    and those examples. Read first: the other splits are read by the fitted task."""
+    path = files.file("train")
+    train = read_file(task, path, "train")
+    return task.fit(train, path), train
 
 
 def read_file(task: Task, path: Path, split: str) -> list:

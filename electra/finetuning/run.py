@@ -38,9 +38,9 @@ from electra.finetuning.loop import train_model
 from electra.finetuning.results import (
     check_unique_ids,
     evaluate_sets,
-    read_file,
     read_jsonl,
     read_split,
+    read_train,
     summarize,
 )
 from electra.hf.finetuned import FINETUNE_FILE, save_finetuned
@@ -48,7 +48,7 @@ from electra.hf.from_transformers import load_encoder
 from electra.jsonl import write_jsonl
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
-from electra.tasks.tables import DataSource
+from electra.tasks.splits import DataSource, SplitFiles
 
 
 def finished_seed(seed_dir: Path, cfg: FinetuneConfig, source: Path) -> dict | None:
@@ -149,10 +149,10 @@ def _finetune_job(
     runtime = Runtime.from_config(cfg)
     check_graphable(cfg, runtime.device)
 
-    data_dir = one_file_as_train(data_dir)
-    trained, train, dev, held_out = _train_and_dev(task, data_dir, cfg)
+    files = task.resolve(one_file_as_train(data_dir))  # the one look-up of the split files
+    task, trained, train, dev, held_out = _train_and_dev(task, files, cfg)
     train = _train_examples(task, train, cfg)
-    test = _test_examples(task, data_dir)
+    test = _test_examples(task, files)
     fitted = task.baseline(train)
     baseline = baseline_scores(task, fitted, dev)
     train_data = task.encode(train, tokenizer, cfg.max_seq_len, training=True)
@@ -184,62 +184,62 @@ def _finetune_job(
             k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in test.items()
         },
         data=data_files(
-            task, data_dir, ["train", *([] if held_out else ["dev"]), *(["test"] if test else [])]
+            files, ["train", *([] if held_out else ["dev"]), *(["test"] if test else [])]
         ),
         trained_on=trained,
         held_out=held_out,
     )
 
 
-def data_files(task: Task, data: DataSource, splits: list[str]) -> dict[str, str]:
+def data_files(files: SplitFiles, splits: list[str]) -> dict[str, str]:
     """{split (or split_set, MNLI's dev_matched): the file read} of the splits read; a dev split
     held out of the training file is named as such."""
-    files = {}
+    read = {}
     if "dev" not in splits:
-        files["dev"] = "held out of the training file by --dev-split"
+        read["dev"] = "held out of the training file by --dev-split"
     for split in splits:
-        found = task.split_files(data, split)
+        found = files[split]
         for name, path in found.items():
-            files[split if len(found) == 1 else f"{split}_{name}"] = str(path)
-    return files
+            read[split if len(found) == 1 else f"{split}_{name}"] = str(path)
+    return read
 
 
-def _test_examples(task: Task, data: DataSource) -> dict[str, list]:
+def _test_examples(task: Task, files: SplitFiles) -> dict[str, list]:
     """The test split where the task predicts one while fine-tuning and the data holds one: read
     with the others, before anything is written, so that a bad test file stops the run too."""
-    if not task.finetune_test or not task.has_split(data, "test"):
+    if not task.finetune_test or not files.has("test"):
         return {}
-    return read_split(task, data, "test")
+    return read_split(task, files, "test")
 
 
 def _train_and_dev(
-    task: Task, data: DataSource, cfg: FinetuneConfig
-) -> tuple[dict[str, str], list, dict[str, list], HeldOut | None]:
-    """The training file ({"file", "sha256"}, hashed once) and its examples, and the dev sets:
-    the data's own dev files, or with `cfg.dev_split` a seeded part of the training examples held
-    out (`electra.finetuning.dev_split`). Data without a dev split is refused unless `dev_split` says what
-    to hold out."""
-    train_file = task.split_files(data, "train")["train"]
-    train = read_file(task, train_file, "train")
+    task: Task, files: SplitFiles, cfg: FinetuneConfig
+) -> tuple[Task, dict[str, str], list, dict[str, list], HeldOut | None]:
+    """The task fitted to the training file, the training file ({"file", "sha256"}, hashed once)
+    and its examples, and the dev sets: the data's own dev files, or with `cfg.dev_split` a seeded
+    part of the training examples held out (`electra.finetuning.dev_split`). Data without a dev
+    split is refused unless `dev_split` says what to hold out."""
+    task, train = read_train(task, files)
+    train_file = files.file("train")
     trained = {"file": str(train_file), "sha256": file_sha256(train_file)}
-    if task.has_split(data, "dev"):
+    if files.has("dev"):
         if cfg.dev_split is not None:
-            dev_file = next(iter(task.split_files(data, "dev").values()))
             raise ElectraError(
-                f"--dev-split holds out a dev split where the data has none, and {dev_file} is "
-                "one: drop --dev-split, or pass the training file alone (--train FILE)"
+                f"--dev-split holds out a dev split where the data has none, and "
+                f"{files.file('dev')} is one: drop --dev-split, or pass the training file alone "
+                "(--train FILE)"
             )
-        for dev_file in task.split_files(data, "dev").values():
+        for dev_file in files["dev"].values():
             if trained_on(dev_file, trained):
                 raise ElectraError(
                     f"{dev_file} holds what the training file {train_file} holds: a dev score "
                     "on it would be on training examples; pass another --dev FILE, or "
                     "--dev-split 0.1 with the training file alone"
                 )
-        return trained, train, read_split(task, data, "dev"), None
+        return task, trained, train, read_split(task, files, "dev"), None
     if cfg.dev_split is None:
         expected = [n for names in task.files.get("dev", {}).values() for n in names]
-        raise no_dev_error(data, train_file, task.name, expected)
+        raise no_dev_error(files.source, train_file, task.name, expected)
     if len(task.files.get("dev", {})) > 1:
         raise ElectraError(
             f"{task.name}'s dev split has {len(task.files['dev'])} sets "
@@ -249,7 +249,7 @@ def _train_and_dev(
     train, dev = held_out.split(train)
     check_unique_ids(train_file, dev)
     print(held_out.describe(), file=sys.stderr)
-    return trained, train, {_dev_set(task): dev}, held_out
+    return task, trained, train, {_dev_set(task): dev}, held_out
 
 
 def _dev_set(task: Task) -> str:

@@ -29,7 +29,6 @@ from electra.finetuning.config import FinetuneConfig
 from electra.hf.from_transformers import is_hf_task_dir, load_hf_finetuned
 from electra.hf.pretrained import load_strict, read_model_config, read_state_dict, save_pretrained
 from electra.model.heads import HEADS
-from electra.overrides import with_values
 from electra.tasks import get_task
 from electra.tasks.base import Task
 
@@ -136,7 +135,7 @@ def load_finetuned(
     if not (path / FINETUNE_FILE).is_file():
         return load_hf_finetuned(path)
     info = read_finetune_info(path)
-    cfg = finetune_config(info["config"], source=str(path / FINETUNE_FILE))
+    cfg = FinetuneConfig.from_values(info["config"], source=str(path / FINETUNE_FILE))
     task = get_task(info["task"], cfg).with_head_config(info.get("head", {}))
     _, model_cfg = read_model_config(path, HEADS)
     model = task.build_model(model_cfg)
@@ -158,8 +157,3 @@ def load_for_inference(
         cfg = replace(cfg, cuda_graph=False)
         run_time = replace(run_time, cuda_graph=False)
     return task, run_time.prepare(model).eval(), tokenizer, cfg, run_time
-
-
-def finetune_config(values: dict[str, Any], source: str) -> FinetuneConfig:
-    """The recipe from named values (see `electra.overrides.with_values`)."""
-    return with_values(FinetuneConfig(), values, source)

@@ -46,8 +46,10 @@ from electra.model.heads import (
     ElectraForTokenClassification,
 )
 from electra.tasks.base import Task
-from electra.tasks.labelled import ClassificationTask, MultilabelTask, RegressionTask
+from electra.tasks.labelled import ClassificationTask, RegressionTask
+from electra.tasks.multilabel import MultilabelTask
 from electra.tasks.qa import QaTask
+from electra.tasks.settings import QaSettings
 from electra.tasks.tagging import TAG, TaggingTask
 
 # The HF classes that `electra predict` and `evaluate` run as they are.
@@ -143,8 +145,8 @@ def load_hf_finetuned(
     raw = _config(path)
     arch, model_cfg = read_model_config(path, TASK_HEADS)
     tokenizer = model_tokenizer(path, model_cfg)
-    qa_head = "linear" if arch == "ElectraForQuestionAnswering" else FinetuneConfig.qa_head
-    cfg = FinetuneConfig(max_seq_len=_max_length(path, model_cfg), qa_head=qa_head)
+    qa = QaSettings(qa_head="linear" if arch == "ElectraForQuestionAnswering" else "official")
+    cfg = FinetuneConfig(max_seq_len=_max_length(path, model_cfg), qa=qa)
     state = read_state_dict(path)
     if arch == "ElectraForSequenceClassification" and "classifier.weight" in state:
         raise ElectraError(
@@ -166,7 +168,7 @@ def load_hf_finetuned(
         # An answer is withheld where the null score is above 0, as HF's run_squad does for
         # SQuAD 2.0; the record's null_score lets a caller draw its own line.
         head = {"qa_head": "linear", "version": "2.0"}
-        task = QaTask(cfg).with_head_config(head)
+        task = QaTask(cfg.qa).with_head_config(head)
         model = ElectraForSpanQuestionAnswering(model_cfg)
     load_strict(model, fit_state_dict(state, model, path), path)
     return task, model, tokenizer, cfg
@@ -189,10 +191,14 @@ def _classifier(
                 f"{path / 'config.json'}: regression on {n} outputs; electra's regression "
                 "predicts one value (num_labels 1)"
             )
-        task: Task = RegressionTask(cfg).with_head_config({"scale": 1.0})  # the logit is the value
+        task: Task = RegressionTask(cfg.classification).with_head_config(
+            {"scale": 1.0}
+        )  # the logit is the value
     else:
         kinds = {PROBLEM_TYPES[0]: ClassificationTask, PROBLEM_TYPES[1]: MultilabelTask}
-        task = kinds[kind](cfg).with_head_config({"labels": list(_labels(raw, path))})
+        task = kinds[kind](cfg.classification).with_head_config(
+            {"labels": list(_labels(raw, path))}
+        )
     return task, ElectraForSequenceClassificationHF(model_cfg, n, raw.get("classifier_dropout"))
 
 

@@ -158,14 +158,14 @@ def check_task(plan: Plan, task: str) -> None:
     """A GLUE task's folder exists; a task on the user's files reads them (train and dev) now,
     so that a bad file stops the experiment before any pretraining, not after it."""
     if task in plan.task_data:
-        from electra.finetuning.results import read_split
-        from electra.hf.finetuned import finetune_config
+        from electra.finetuning.config import FinetuneConfig
+        from electra.finetuning.results import read_split, read_train
         from electra.tasks import get_task
 
-        cfg = finetune_config(plan.finetune_set, source="--finetune-set")
+        cfg = FinetuneConfig.from_values(plan.finetune_set, source="--finetune-set")
         own = get_task(task, cfg)
-        for split in ("train", "dev"):
-            read_split(own, plan.task_data[task], split)
+        files = own.resolve(plan.task_data[task])
+        read_split(read_train(own, files)[0], files, "dev")
         return
     if task not in GLUE:
         raise ElectraError(
@@ -268,14 +268,14 @@ def encoder_folder(cfg: RunConfig, models: Path, step: int) -> Path:
 
 
 def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
+    from electra.finetuning.config import FinetuneConfig
     from electra.finetuning.run import finetune
-    from electra.hf.finetuned import finetune_config
 
     out = encoder.parent / "finetune" / task
     summary = out / "summary.json"
     if summary.is_file():
         return json.loads(summary.read_text())
-    cfg = finetune_config(
+    cfg = FinetuneConfig.from_values(
         {**plan.finetune_set, "seeds": plan.seeds, "progress": False}, source="--finetune-set"
     )
     results = finetune(encoder, task, data_of(plan, task), out, cfg, overwrite=True)

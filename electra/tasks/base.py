@@ -1,14 +1,16 @@
 """What every fine-tuning task provides, and the encoding helpers they share.
 
-A task reads its split files, encodes examples into fixed-width tensors, builds its head, turns a
-batch into per-example losses, decodes model outputs into predictions, and scores them. The
-training and evaluation loops (`electra.finetune`) know nothing else about tasks.
+A task finds a data source's split files once (`resolve`), reads them (which changes nothing in
+it), is fitted to its training split (`fit`: a new task, with the label set or what else the
+training file decides), encodes examples into fixed-width tensors, builds its head, turns a batch
+into per-example losses, decodes model outputs into predictions, and scores them. The training and
+evaluation loops (`electra.finetuning`) know nothing else about tasks.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from torch import nn
 from electra.config import ModelConfig
 from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
+from electra.tasks.splits import DataSource, SplitFiles, given_file, resolve
 
 Batch = dict[str, torch.Tensor]
 
@@ -53,44 +56,41 @@ class Task:
     finetune_test: bool = False
     writes_submission: bool = True
 
-    def split_files(self, data_dir: Path | Mapping[str, Path], split: str) -> dict[str, Path]:
-        """The files of a split, by evaluation set name; a clear error when one is missing.
-        `data_dir` is a folder, a file, or a {split: file} mapping (--train/--dev/--test)."""
-        if isinstance(data_dir, Mapping):
-            return self._given_files(data_dir, split)
-        data_dir = Path(data_dir)
-        if not data_dir.exists():
-            raise ElectraError(f"data not found: {data_dir}")
-        if split not in self.files:
-            raise ElectraError(
-                f"{self.name} has no {split!r} split: use one of {', '.join(self.files)}"
-            )
+    def resolve(self, data: DataSource) -> SplitFiles:
+        """The data's split files, found once (`electra.tasks.splits`): `data` is a folder, a
+        file (every split's), or a {split: file} mapping (--train/--dev/--test)."""
+        return resolve(data, self.locate)
+
+    def locate(self, data: Path | Mapping[str, str | Path], split: str) -> dict[str, Path] | str:
+        """The files of a split, by evaluation set name, found by the task's file names; or why
+        there are none."""
+        sets = self.files.get(split, {})
+        if isinstance(data, Mapping):
+            if not data.get(split) or len(sets) != 1:
+                where = (
+                    f"pass --{split} FILE" if len(sets) == 1 else "pass the task's folder as --data"
+                )
+                return f"no {split} file for {self.name}: {where}"
+            return {next(iter(sets)): given_file(data[split], split)}
+        if not sets:
+            return f"{self.name} has no {split!r} split: use one of {', '.join(self.files)}"
         found = {}
-        for set_name, candidates in self.files[split].items():
-            paths = [data_dir / c for c in candidates] if data_dir.is_dir() else [data_dir]
+        for set_name, candidates in sets.items():
+            paths = [data / c for c in candidates] if data.is_dir() else [data]
             path = next((p for p in paths if p.is_file()), None)
             if path is None:
-                raise ElectraError(
-                    f"no {split} split for {self.name} in {data_dir}: expected "
+                return (
+                    f"no {split} split for {self.name} in {data}: expected "
                     f"{' or '.join(candidates)}"
                 )
             found[set_name] = path
         return found
 
-    def _given_files(self, files: Mapping[str, Path], split: str) -> dict[str, Path]:
-        sets = self.files.get(split, {})
-        if not files.get(split) or len(sets) != 1:
-            where = f"pass --{split} FILE" if len(sets) == 1 else "pass the task's folder as --data"
-            raise ElectraError(f"no {split} file for {self.name}: {where}")
-        return {next(iter(sets)): given_file(files[split], split)}
-
-    def has_split(self, data_dir: Path | Mapping[str, Path], split: str) -> bool:
-        """Whether the data holds `split` (for an optional one: test)."""
-        try:
-            self.split_files(data_dir, split)
-        except ElectraError:
-            return False
-        return True
+    def fit(self, train: list[Any], path: Path) -> Task:
+        """This task fitted to its training examples (read from `path`): what the training split
+        decides, such as a label set, a tag set, a regression scale. A new task; this one is
+        unchanged, and reading a file never changes a task. The benchmarks are fixed: `self`."""
+        return self
 
     def read(self, path: Path, split: str) -> list[Any]:
         raise NotImplementedError
@@ -185,16 +185,13 @@ class Task:
     def write_submission(self, predictions: list[dict], set_name: str, out_dir: Path) -> Path:
         raise ElectraError(f"{self.name} has no test submission format")
 
-
-def given_file(path: str | Path, split: str) -> Path:
-    """A file given as --train/--dev/--test: a folder there is one error saying where it goes."""
-    path = Path(path)
-    if path.is_dir():
+    def read_with(self, text_columns: Sequence[str] = (), delimiter: str | None = None) -> None:
+        """This task reading new files by other text columns or separator than its training
+        files' (`electra predict --text-columns/--delimiter`): the tasks on your own tables."""
         raise ElectraError(
-            f"--{split} {path} is a folder: --{split} takes a file; pass a folder of split "
-            "files (train.*, dev.*, test.*) as --data"
+            f"--text-columns and --delimiter read files of your own (classification, "
+            f"multilabel, regression), not {self.name}'s"
         )
-    return path
 
 
 def truncate_longest_first(a: list[int], b: list[int] | None, budget: int) -> None:

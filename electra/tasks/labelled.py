@@ -1,10 +1,13 @@
-"""Tasks from the user's own files: classification, multilabel classification and regression of a
-text or a pair of texts, read from CSV, TSV, JSON Lines or Parquet (`electra.tasks.tables`).
+"""Classification and regression of a text or a pair of texts: the general case, on the user's own
+files (CSV, TSV, JSON Lines or Parquet, `electra.tasks.tables`); GLUE's tasks are named
+configurations of these (`electra.tasks.glue`: its reader, metrics, labels and defaults), and
+multilabel classification puts a sigmoid on each label of the same head
+(`electra.tasks.multilabel`).
 
-Classification and regression are GLUE's tasks with the user's columns and labels (they reuse
-`GlueTask`'s encoding, [CLS] head, decoding and baselines); multilabel puts a sigmoid on each
-label of the same head. What a fine-tuned model needs to read new files the same way (the text
-columns, the label set, the regression scale) is its head config, saved in finetune.json.
+The head is the paper's, on [CLS]. What a fine-tuned model needs to read new files the same way
+(the text columns, the label set, the regression scale) is its head config, saved in
+finetune.json; the label set and the scale are fitted on the training split (`fit`), and the text
+columns are the training file's.
 
 Labels are text, normalised alike in every format: `1` and `1.0` in a CSV and `1` or `1.0` in JSON
 Lines are one label, `1`, and predictions name labels as strings. Their order (`--labels`, else sorted: numerically when every label is an
@@ -14,11 +17,13 @@ integer) fixes the head's outputs, and with two classes the second is the positi
 from __future__ import annotations
 
 import collections
-import json
+import copy
 import math
 import re
+import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,35 +31,102 @@ import torch
 import torch.nn.functional as F
 
 import electra.tasks.metrics as metrics
+from electra.config import ModelConfig
+from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
-from electra.tasks.glue import Columns, Example, GlueSpec, GlueTask, line_texts
-from electra.tasks.tables import SPLITS, DataSource, Table, read_table, split_file
+from electra.model.heads import ElectraForSequenceClassification
+from electra.tasks.base import Encoded, Task, pack, to_tensors, token_ids
+from electra.tasks.settings import ClassificationSettings
+from electra.tasks.splits import SPLITS
+from electra.tasks.tables import Table, header_columns, read_table, split_file
 
 _INTEGER = re.compile(r"[+-]?\d+")
 _INTEGRAL = re.compile(r"([+-]?\d+)\.0*")  # "1.0", as a float column with gaps is written
 
 
-class UserFiles:
-    """What the tasks on the user's files share: finding the split files, the text and label
-    columns, examples with their line numbers checked, and plain-text input for `predict`. A mixin
-    before `GlueTask` (or another `Task`) in the bases; `labels_of` is the task's own part."""
+@dataclass(frozen=True)
+class Example:
+    id: str
+    text_a: str
+    text_b: str | None
+    label: Any  # a label, a target, or a tuple of labels (multilabel); None in test files
 
+
+def line_texts(line: str, number: int, source: str, count: int) -> list[str]:
+    """The `count` TAB-separated texts of an input line (one: no TAB); any other number of
+    fields, or an empty text, is an error naming the line."""
+    texts = line.split("\t")
+    if len(texts) != count:
+        want = "two texts separated by a TAB" if count == 2 else "one text (no TAB)"
+        raise ElectraError(
+            f"{source}, line {number}: {len(texts)} TAB-separated fields, but this model reads "
+            f"{want} per line"
+        )
+    if not all(t.strip() for t in texts):
+        raise ElectraError(f"{source}, line {number}: an empty text: fill it in")
+    return texts
+
+
+class ClassificationTask(Task):
+    """One label per text or pair: accuracy, and F1 of the second label (two classes) or
+    macro-F1 (more)."""
+
+    name = "classification"
+    family = "classification"
+    packable = True
     finetune_test = True  # finetune also predicts (and scores, when labelled) an optional test file
     writes_submission = False  # no benchmark server: predictions.jsonl is the output
+    main_metric = "accuracy"
+    regression = False
 
-    def _columns_from(self, cfg: FinetuneConfig) -> None:
-        if len(cfg.text_columns) > 2:
+    def __init__(self, settings: ClassificationSettings | None = None):
+        settings = settings or ClassificationSettings()
+        if len(settings.text_columns or ()) > 2:
             raise ElectraError(
-                f"--text-columns takes one text column or a pair, not {len(cfg.text_columns)}"
+                f"--text-columns takes one text column or a pair, not {len(settings.text_columns)}"
             )
-        self.text_columns = tuple(cfg.text_columns)  # () until the training file's header
-        self.label_column = cfg.label_column or "label"
+        self.text_columns = tuple(settings.text_columns or ())  # () until fitted to a training file
+        self.label_column = settings.label_column or "label"
         # a CSV's separator; None: sniffed from its header
-        self.delimiter = "\t" if cfg.delimiter == "tab" else cfg.delimiter
+        self.delimiter = "\t" if settings.delimiter == "tab" else settings.delimiter
+        self.label_set = LabelSet(settings.labels or ())
         self.files = {
             s: {s: (f"{s}.csv", f"{s}.tsv", f"{s}.jsonl", f"{s}.parquet")} for s in SPLITS
         }
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The head's outputs, in order (empty until fitted, or given with --labels)."""
+        return self.label_set.names
+
+    # --- fitting to the training split, and the fitted settings a model is saved with --------
+
+    def fit(self, train: list[Example], path: Path) -> ClassificationTask:
+        """The training file's text columns (unless given) and label set (unless given)."""
+        task = copy.copy(self)
+        task.text_columns = self._text_columns(header_columns(path, self.delimiter))
+        names = {n for e in train for n in self._names(e.label)}
+        task.label_set = self.label_set.fitted(names, path, self.label_column)
+        return task
+
+    def _names(self, label: Any) -> tuple[str, ...]:
+        return (label,)
+
+    def head_config(self) -> dict[str, Any]:
+        return {"labels": list(self.labels), **self._columns_config()}
+
+    def with_head_config(self, head: dict[str, Any]) -> ClassificationTask:
+        self.label_set = LabelSet(head["labels"])
+        self.label_set.source = "the labels the model was fine-tuned with"
+        self._columns_from_head(head)
+        return self
+
+    def _columns_config(self) -> dict[str, Any]:
+        return {"text_columns": list(self.text_columns), "label_column": self.label_column}
+
+    def _columns_from_head(self, head: dict[str, Any]) -> None:
+        self.text_columns = tuple(head.get("text_columns", self.text_columns))
+        self.label_column = head.get("label_column", self.label_column)
 
     def read_with(self, text_columns: Sequence[str] = (), delimiter: str | None = None) -> None:
         """New files read by other text columns (as many as the model reads) or separator than
@@ -70,11 +142,11 @@ class UserFiles:
         if delimiter:
             self.delimiter = "\t" if delimiter == "tab" else delimiter
 
-    def split_files(self, data: DataSource, split: str) -> dict[str, Path]:
-        return {split: split_file(data, split, self.name)}
+    # --- the user's files ----------------------------------------------------------------------
 
-    def has_split(self, data: DataSource, split: str) -> bool:
-        return split_file(data, split, self.name, optional=True) is not None
+    def locate(self, data, split):
+        found = split_file(data, split, self.name)
+        return found if isinstance(found, str) else {split: found}
 
     def read(self, path: Path, split: str) -> list[Example]:
         table = read_table(path, self.delimiter)
@@ -89,24 +161,24 @@ class UserFiles:
             examples.insert(position, None)
         return examples
 
-    def _text_columns(self, table: Table) -> tuple[str, ...]:
-        """The given columns, else `text`, else `text_a` (and `text_b`); kept from the first file
-        read (the training file), so that every split is read as a single text or as pairs alike."""
-        if not self.text_columns:
-            if "text" in table.columns:
-                self.text_columns = ("text",)
-            elif "text_a" in table.columns:
-                pair = "text_b" in table.columns
-                self.text_columns = ("text_a", "text_b") if pair else ("text_a",)
-            else:
-                table.require("text", "--text-columns")
-        for column in self.text_columns:
-            table.require(column, "--text-columns")
-        return self.text_columns
+    def _text_columns(self, columns: list[str]) -> tuple[str, ...]:
+        """The given columns, else `text`, else `text_a` (and `text_b`): fitted to the training
+        file's, so that every split is read as a single text or as pairs alike."""
+        if self.text_columns:
+            return self.text_columns
+        if "text" in columns:
+            return ("text",)
+        if "text_a" in columns:
+            return ("text_a", "text_b") if "text_b" in columns else ("text_a",)
+        return ()
 
     def _examples(self, table: Table, split: str, with_labels: bool) -> list[Example]:
         """Examples in file order; a test file may lack the label column (then unlabelled)."""
-        columns = self._text_columns(table)
+        columns = self._text_columns(table.columns)
+        if not columns:
+            table.require("text", "--text-columns")  # none of the default columns: the error
+        for column in columns:
+            table.require(column, "--text-columns")
         labelled = with_labels and (split != "test" or self.label_column in table.columns)
         if labelled:
             table.require(self.label_column, "--label-column")
@@ -115,7 +187,7 @@ class UserFiles:
             [_text(table, number, row.get(c), c) for c in columns] for number, row in table.rows
         ]
         raw = [(number, row.get(self.label_column)) for number, row in table.rows]
-        labels = self.labels_of(table, raw, split) if labelled else [None] * len(texts)
+        labels = self.labels_of(table, raw) if labelled else [None] * len(texts)
         return [
             Example(
                 id=str(row["id"]) if ids and row.get("id") is not None else str(i),
@@ -128,13 +200,26 @@ class UserFiles:
             )
         ]
 
-    def labels_of(self, table: Table, raw: list[tuple[int, Any]], split: str) -> list[Any]:
-        raise NotImplementedError
+    def labels_of(self, table: Table, raw: list[tuple[int, Any]]) -> list[Any]:
+        """The labels of a file's rows ((number, value) each), checked against the label set
+        where there is one (given, fitted, or the model's)."""
+        names = [single_label(table, n, v, self.label_column) for n, v in raw]
+        self._check(table, raw, [(name,) for name in names])
+        return names
+
+    def _check(self, table: Table, raw: list[tuple[int, Any]], names: list[tuple[str, ...]]):
+        if self.labels:
+            for (number, _), row in zip(raw, names, strict=True):
+                for name in row:
+                    self.label_set.check(name, table, number, self.label_column)
 
     def from_line(self, line: str, number: int, source: str) -> Example:
         """A text, or (for a model fine-tuned on pairs) two texts TAB-separated."""
-        texts = line_texts(line, number, source, len(self.text_columns))
+        texts = line_texts(line, number, source, self._texts_per_input())
         return Example(str(number - 1), texts[0], texts[1] if len(texts) > 1 else None, None)
+
+    def _texts_per_input(self) -> int:
+        return len(self.text_columns)
 
     def double_unordered(self, examples: list[Example]) -> list[Example]:
         """Adds each pair swapped, as for MRPC and STS-B: the user says their pairs are unordered."""
@@ -144,12 +229,186 @@ class UserFiles:
             Example(f"{e.id}-swapped", e.text_b, e.text_a, e.label) for e in examples
         ]
 
-    def _columns_config(self) -> dict[str, Any]:
-        return {"text_columns": list(self.text_columns), "label_column": self.label_column}
+    # --- the [CLS] head ------------------------------------------------------------------------
 
-    def _columns_from_head(self, head: dict[str, Any]) -> None:
-        self.text_columns = tuple(head.get("text_columns", self.text_columns))
-        self.label_column = head.get("label_column", self.label_column)
+    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
+        special = special_ids(tokenizer)
+        a = token_ids(tokenizer, [e.text_a for e in examples])
+        pairs = examples and examples[0].text_b is not None
+        b = token_ids(tokenizer, [e.text_b for e in examples]) if pairs else [None] * len(a)
+        tensors = to_tensors(
+            [pack(x, y, special, max_len) for x, y in zip(a, b, strict=True)], max_len, special.pad
+        )
+        if examples[0].label is not None:
+            tensors["labels"] = self.label_tensor(examples)
+        return Encoded(tensors)
+
+    def label_tensor(self, examples: list[Example]) -> torch.Tensor:
+        """The training targets: each example's class index."""
+        return torch.tensor([self.labels.index(e.label) for e in examples])
+
+    def build_model(self, cfg: ModelConfig) -> ElectraForSequenceClassification:
+        return ElectraForSequenceClassification(cfg, len(self.labels))
+
+    def training_logits(self, model, batch) -> torch.Tensor:
+        """The head's logits [B, outputs] for a training batch, packed (electra.finetuning.packing)
+        or not."""
+        return model(
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
+            batch.get("position_ids"),
+            batch.get("cls_index"),
+        )
+
+    def losses(self, model, batch) -> torch.Tensor:
+        logits = self.training_logits(model, batch)
+        return F.cross_entropy(logits.float(), batch["labels"], reduction="none")
+
+    def infer(self, model, batch):
+        logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        return {"logits": logits.float()}
+
+    def decode(self, examples, encoded, outputs) -> list[dict]:
+        preds = [self.labels[i] for i in outputs["logits"].argmax(-1).tolist()]
+        return [
+            {"id": e.id, "prediction": p, "label": e.label}
+            for e, p in zip(examples, preds, strict=True)
+        ]
+
+    def score(self, predictions) -> dict[str, float]:
+        gold = [str(p["label"]) for p in predictions]
+        pred = [str(p["prediction"]) for p in predictions]
+        scores = {"accuracy": metrics.accuracy(gold, pred)}
+        # `electra score` builds the task without a model: the labels are those in the file.
+        names = self.labels or label_order({*gold, *pred})
+        if len(names) == 2:
+            scores["f1"] = metrics.class_f1(gold, pred, positive=names[1])
+        else:
+            scores["macro_f1"] = metrics.macro_f1(gold, pred)
+        return scores
+
+    def baseline(self, train) -> dict:
+        counts = collections.Counter(e.label for e in train)
+        majority = max(self.labels, key=lambda label: counts[label])  # a tie: the first label
+        share = f"{100.0 * counts[majority] / len(train):.1f}% of train"
+        return {
+            "rule": f"the training majority class {majority!r} ({share}) for every example",
+            "prediction": majority,
+        }
+
+    def constant_predictions(self, prediction, examples) -> list[dict]:
+        return [{"id": e.id, "prediction": prediction, "label": e.label} for e in examples]
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """`electra predict`: {"id", "label", "score"} (+ "scores": every label's) from the
+        softmax of the logits."""
+        labels = self.labels
+        rows = []
+        for e, p in zip(examples, outputs["logits"].float().softmax(-1).tolist(), strict=True):
+            scores = dict(zip(labels, p, strict=True))
+            best = max(range(len(labels)), key=p.__getitem__)  # the first of a tie, as argmax
+            row = {"id": e.id, "label": labels[best], "score": p[best]}
+            rows.append({**row, "scores": scores} if all_scores else row)
+        return rows
+
+    def truncated(self, examples, encoded, tokenizer, max_len) -> int:
+        """Inputs cut to fit `max_len`. Only a row filled to `max_len` can have been cut, so only
+        those (few) are tokenized again to tell."""
+        full = encoded.tensors["attention_mask"].sum(1) == max_len
+        count = 0
+        for i in full.nonzero().flatten().tolist():
+            e = examples[i]
+            texts = [t for t in (e.text_a, e.text_b) if t is not None]
+            count += sum(map(len, token_ids(tokenizer, texts))) + len(texts) + 1 > max_len
+        return count
+
+
+class RegressionTask(ClassificationTask):
+    """A number per text or pair, trained on the target divided by the training file's largest
+    |target| (STS-B's targets divided by 5, its largest score); Pearson and Spearman."""
+
+    name = "regression"
+    main_metric = "pearson"
+    metrics: tuple[str, ...] = ("pearson", "spearman")
+    regression = True
+    baseline_unit = "example"  # what the trivial predictor's rule says it predicts for
+
+    def __init__(self, settings: ClassificationSettings | None = None):
+        super().__init__(settings)
+        self.scale = 0.0  # fitted to the training file (or the fine-tuned model's)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ()
+
+    def fit(self, train: list[Example], path: Path) -> RegressionTask:
+        task = copy.copy(self)
+        task.text_columns = self._text_columns(header_columns(path, self.delimiter))
+        if not self.scale:
+            task.scale = max(abs(e.label) for e in train) or 1.0
+        return task
+
+    @property
+    def value_scale(self) -> float:
+        """What the head's output is multiplied by to give a value on the targets' scale (decode,
+        records, export): the training file's largest |target|."""
+        return self.scale
+
+    def labels_of(self, table, raw) -> list[float]:
+        return [_number(table, n, v, self.label_column) for n, v in raw]
+
+    def label_tensor(self, examples) -> torch.Tensor:
+        """The target divided by `value_scale` (§5: STS-B's score / 5)."""
+        return torch.tensor([e.label / self.value_scale for e in examples])
+
+    def build_model(self, cfg: ModelConfig) -> ElectraForSequenceClassification:
+        return ElectraForSequenceClassification(cfg, 1)
+
+    def losses(self, model, batch) -> torch.Tensor:
+        logits = self.training_logits(model, batch)
+        return (logits.squeeze(-1).float() - batch["labels"]) ** 2
+
+    def _values(self, outputs) -> list[float]:
+        return (outputs["logits"].float().squeeze(-1) * self.value_scale).tolist()
+
+    def decode(self, examples, encoded, outputs) -> list[dict]:
+        preds = [round(v, 4) for v in self._values(outputs)]
+        return [
+            {"id": e.id, "prediction": p, "label": e.label}
+            for e, p in zip(examples, preds, strict=True)
+        ]
+
+    def score(self, predictions) -> dict[str, float]:
+        scores = metrics.correlations(
+            [p["label"] for p in predictions], [p["prediction"] for p in predictions]
+        )
+        return {k: scores[k] for k in self.metrics}
+
+    def baseline(self, train) -> dict:
+        # The training mean: the best constant under the squared error the head is trained on.
+        # Pearson and Spearman of a constant are undefined; `metrics.correlations` scores them
+        # 0.0, as it scores a seed that collapsed to one value, so that such a seed is compared
+        # like for like and does not beat it (null would leave nothing to compare).
+        mean = statistics.fmean(e.label for e in train)
+        return {
+            "rule": f"the training mean {mean:.2f} for every {self.baseline_unit}",
+            "prediction": round(mean, 4),
+        }
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """`electra predict`: {"id", "value"} on the targets' scale."""
+        return [
+            {"id": e.id, "value": v} for e, v in zip(examples, self._values(outputs), strict=True)
+        ]
+
+    def head_config(self) -> dict[str, Any]:
+        return {"scale": self.scale, **self._columns_config()}
+
+    def with_head_config(self, head):
+        self.scale = float(head["scale"])
+        self._columns_from_head(head)
+        return self
 
 
 def _text(table: Table, number: int, value: Any, column: str) -> str:
@@ -158,6 +417,24 @@ def _text(table: Table, number: int, value: Any, column: str) -> str:
         what = "no text" if value is None else "empty text"
         raise ElectraError(f"{table.where(number, column)}: {what}: fill it in or remove the row")
     return text
+
+
+def _number(table: Table, number: int, value: Any, column: str) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        target = float(value)
+    except (TypeError, ValueError):
+        raise ElectraError(
+            f"{table.where(number, column)}: regression target {value!r} is not a number: "
+            "fix it or remove the row"
+        ) from None
+    if not math.isfinite(target):
+        raise ElectraError(
+            f"{table.where(number, column)}: regression target {value!r} is not finite: fix it "
+            "or remove the row"
+        )
+    return target
 
 
 def label_name(table: Table, number: int, value: Any, column: str) -> str:
@@ -196,7 +473,7 @@ def label_order(names: set[str]) -> tuple[str, ...]:
 
 
 class LabelSet:
-    """A classifier's labels: given with --labels, read from the training file, or saved with a
+    """A classifier's labels: given with --labels, fitted to the training file, or saved with a
     fine-tuned model; an unknown label is an error naming where the set came from."""
 
     def __init__(self, labels: Sequence[str]):
@@ -206,23 +483,27 @@ class LabelSet:
         if twice:
             raise ElectraError(f"--labels names {twice[0]!r} twice: give each label once")
 
-    def fit(self, names: set[str], table: Table, column: str) -> None:
+    def fitted(self, names: set[str], path: Path, column: str) -> LabelSet:
+        """The set for a training file whose labels are `names`: the given one, else theirs in
+        `label_order`. A classifier needs two labels or more."""
+        fitted = copy.copy(self)
         if not self.names:
-            self.names, self.source = label_order(names), "the training file's labels"
+            fitted.names, fitted.source = label_order(names), "the training file's labels"
         by_case = collections.defaultdict(list)
-        for name in self.names:
+        for name in fitted.names:
             by_case[name.casefold()].append(name)
         for alike in (v for v in by_case.values() if len(v) > 1):
             print(
-                f"warning: {table.path}: labels {' and '.join(map(repr, alike))} differ only in "
+                f"warning: {path}: labels {' and '.join(map(repr, alike))} differ only in "
                 "case and are distinct classes; if they are one, write them alike",
                 file=sys.stderr,
             )
-        if len(self.names) < 2:
+        if len(fitted.names) < 2:
             raise ElectraError(
-                f"{table.path}, column {column!r}: one label ({self.names[0]!r}) in the training "
+                f"{path}, column {column!r}: one label ({fitted.names[0]!r}) in the training "
                 "file: a classifier needs two or more"
             )
+        return fitted
 
     def check(self, name: str, table: Table, number: int, column: str) -> None:
         if name not in self.names:
@@ -232,223 +513,3 @@ class LabelSet:
                 f"{table.where(number, column)}: label {name!r} is not among {self.source} "
                 f"({shown}): {fix}"
             )
-
-
-# --- classification and regression: GLUE's machinery with the user's columns -------------------
-
-
-class NamedLabels(UserFiles):
-    """The label set a fine-tuned model saves and is rebuilt with (classification, multilabel)."""
-
-    def head_config(self) -> dict[str, Any]:
-        return {"labels": list(self.label_set.names), **self._columns_config()}
-
-    def with_head_config(self, head):
-        self.label_set = LabelSet(head["labels"])
-        self.label_set.source = "the labels the model was fine-tuned with"
-        self.spec = _spec(self.name, self.label_set.names, self.spec.metrics)
-        self._columns_from_head(head)
-        return self
-
-
-class ClassificationTask(NamedLabels, GlueTask):
-    """One label per text or pair: accuracy, and F1 of the second label (two classes) or
-    macro-F1 (more)."""
-
-    def __init__(self, cfg: FinetuneConfig, name: str = "classification"):
-        self.label_set = LabelSet(cfg.labels)
-        # An empty label tuple until the training file is read (None would mean regression).
-        super().__init__(_spec(name, self.label_set.names, ("accuracy",)))
-        self._columns_from(cfg)
-
-    def labels_of(self, table, raw, split) -> list[str]:
-        names = [single_label(table, n, v, self.label_column) for n, v in raw]
-        if split == "train":
-            self.label_set.fit(set(names), table, self.label_column)
-            self.spec = _spec(self.name, self.label_set.names, self.spec.metrics)
-        for (number, _), name in zip(raw, names, strict=True):
-            self.label_set.check(name, table, number, self.label_column)
-        return names
-
-    def score(self, predictions) -> dict[str, float]:
-        gold = [str(p["label"]) for p in predictions]
-        pred = [str(p["prediction"]) for p in predictions]
-        scores = {"accuracy": metrics.accuracy(gold, pred)}
-        # `electra score` builds the task without a model: the labels are those in the file.
-        names = self.label_set.names or label_order({*gold, *pred})
-        if len(names) == 2:
-            scores["f1"] = metrics.class_f1(gold, pred, positive=names[1])
-        else:
-            scores["macro_f1"] = metrics.macro_f1(gold, pred)
-        return scores
-
-
-class RegressionTask(UserFiles, GlueTask):
-    """A number per text or pair, trained on the target divided by the training file's largest
-    |target| (STS-B's targets divided by 5, its largest score); Pearson and Spearman."""
-
-    def __init__(self, cfg: FinetuneConfig, name: str = "regression"):
-        super().__init__(_spec(name, None, ("pearson", "spearman")))
-        self._columns_from(cfg)
-        self.scale = 0.0  # set from the training file (or the fine-tuned model)
-
-    def labels_of(self, table, raw, split) -> list[float]:
-        targets = [_number(table, n, v, self.label_column) for n, v in raw]
-        if split == "train" and not self.scale:
-            self.scale = max(abs(y) for y in targets) or 1.0
-        return targets
-
-    @property
-    def value_scale(self) -> float:
-        """The training file's largest |target| in place of STS-B's 5: GlueTask trains on the
-        target divided by it and multiplies the output back (decode, records, export)."""
-        return self.scale
-
-    def baseline(self, train) -> dict:
-        fitted = super().baseline(train)
-        return {**fitted, "rule": fitted["rule"].replace("every pair", "every example")}
-
-    def head_config(self) -> dict[str, Any]:
-        return {"scale": self.scale, **self._columns_config()}
-
-    def with_head_config(self, head):
-        self.scale = float(head["scale"])
-        self._columns_from_head(head)
-        return self
-
-
-def _spec(name: str, labels, scores: tuple[str, ...]) -> GlueSpec:
-    # Columns are read by name from the user's header (UserFiles); GlueSpec's are unused.
-    return GlueSpec(name, name, labels, Columns("text"), Columns("text"), metrics=scores)
-
-
-def _number(table: Table, number: int, value: Any, column: str) -> float:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        target = float(value)
-    except (TypeError, ValueError):
-        raise ElectraError(
-            f"{table.where(number, column)}: regression target {value!r} is not a number: "
-            "fix it or remove the row"
-        ) from None
-    if not math.isfinite(target):
-        raise ElectraError(
-            f"{table.where(number, column)}: regression target {value!r} is not finite: fix it "
-            "or remove the row"
-        )
-    return target
-
-
-# --- multilabel -------------------------------------------------------------------------------
-
-
-class MultilabelTask(NamedLabels, GlueTask):
-    """Any number of labels per text or pair: a sigmoid per label on the [CLS] head, trained with
-    binary cross-entropy summed over the labels; a label is predicted above `threshold`.
-    Micro-F1 (the main metric) and macro-F1."""
-
-    multilabel = True  # export's `problem_type`: multi_label_classification
-
-    def __init__(self, cfg: FinetuneConfig, name: str = "multilabel"):
-        self.label_set = LabelSet(cfg.labels)
-        super().__init__(_spec(name, self.label_set.names, ("micro_f1", "macro_f1")))
-        self._columns_from(cfg)
-        self.threshold = cfg.threshold
-
-    def labels_of(self, table, raw, split) -> list[tuple[str, ...]]:
-        sets = [label_list(table, n, v, self.label_column) for n, v in raw]
-        if split == "train":
-            self.label_set.fit({n for s in sets for n in s}, table, self.label_column)
-            self.spec = _spec(self.name, self.label_set.names, self.spec.metrics)
-        order = {name: i for i, name in enumerate(self.label_set.names)}
-        for (number, _), names in zip(raw, sets, strict=True):
-            for name in names:
-                self.label_set.check(name, table, number, self.label_column)
-        return [tuple(sorted(s, key=order.__getitem__)) for s in sets]
-
-    def label_tensor(self, examples) -> torch.Tensor:
-        """Each example's labels as a multi-hot row, [N, 1, K]: `finetune.trim` cuts dim 1 of
-        [N, max_len] tensors, which K may equal."""
-        hot = torch.zeros(len(examples), 1, len(self.label_set.names))
-        index = {name: i for i, name in enumerate(self.label_set.names)}
-        for row, e in enumerate(examples):
-            hot[row, 0, [index[n] for n in e.label]] = 1.0
-        return hot
-
-    def losses(self, model, batch) -> torch.Tensor:
-        logits = self.training_logits(model, batch)
-        targets = batch["labels"].squeeze(1)
-        return F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="none").sum(-1)
-
-    def decode(self, examples, encoded, outputs) -> list[dict]:
-        chosen = self._chosen(torch.sigmoid(outputs["logits"]))
-        return [
-            {"id": e.id, "prediction": list(p), "label": None if e.label is None else list(e.label)}
-            for e, p in zip(examples, chosen, strict=True)
-        ]
-
-    def _chosen(self, probs: torch.Tensor) -> list[list[str]]:
-        names = self.label_set.names
-        return [
-            [names[j] for j in torch.nonzero(row > self.threshold).flatten().tolist()]
-            for row in probs
-        ]
-
-    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
-        """`electra predict`: {"id", "labels" (those above `threshold`, as decode chooses them),
-        "scores" (every label's sigmoid)}."""
-        probs = torch.sigmoid(outputs["logits"].float())
-        names = self.label_set.names
-        return [
-            {"id": e.id, "labels": chosen, "scores": dict(zip(names, p, strict=True))}
-            for e, chosen, p in zip(examples, self._chosen(probs), probs.tolist(), strict=True)
-        ]
-
-    def score(self, predictions) -> dict[str, float]:
-        gold = [p["label"] for p in predictions]
-        pred = [p["prediction"] for p in predictions]
-        names = self.label_set.names or label_order({n for s in (*gold, *pred) for n in s})
-        return metrics.multilabel_f1(gold, pred, names)
-
-    def baseline(self, train) -> dict:
-        """The most frequent training label set (the first seen of a tie) for every example."""
-        counts = collections.Counter(e.label for e in train)
-        best = max(counts, key=counts.__getitem__)  # Counter keeps first-seen order: ties go first
-        share = f"{100.0 * counts[best] / len(train):.1f}% of train"
-        shown = json.dumps(list(best)) if best else "no label"
-        return {
-            "rule": f"the most frequent training label set {shown} ({share}) for every example",
-            "prediction": list(best),
-        }
-
-    def constant_predictions(self, prediction, examples) -> list[dict]:
-        return [
-            {
-                "id": e.id,
-                "prediction": list(prediction),
-                "label": None if e.label is None else list(e.label),
-            }
-            for e in examples
-        ]
-
-
-def label_list(table: Table, number: int, value: Any, column: str) -> tuple[str, ...]:
-    """A multilabel cell: a list (JSON Lines, Parquet), a JSON list in text (`["a", "b"]`), or
-    labels separated by `|`, or by `,` where there is no `|`. Empty text or [] is no label."""
-    where = table.where(number, column)
-    if value is None:
-        raise ElectraError(f"{where}: no labels value: write [] (or an empty cell) for none")
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError as e:
-                raise ElectraError(f"{where}: not a JSON list ({e})") from None
-        else:
-            value = [p for p in text.split("|" if "|" in text else ",") if p.strip()]
-    if not isinstance(value, list | tuple):
-        value = [value]  # one label, e.g. an integer
-    names = [label_name(table, number, v, column) for v in value]
-    return tuple(dict.fromkeys(names))  # a label given twice is that label once

@@ -13,36 +13,98 @@ Files are `train.*`, `dev.*` and optionally `test.*`, each either
 The task is SQuAD 2.0 (a question may have no answer: the model learns to abstain, scored with
 HasAns/NoAns and the best-threshold search) when the training file marks any question
 unanswerable or, in SQuAD JSON, carries `is_impossible` at all; else SQuAD 1.1. The version is
-decided by the training file and saved with the fine-tuned model. Windows, heads, decoding and
-scoring are the benchmark's (`electra.tasks.squad`), with either head (`qa_head`).
+fitted to the training file (`fit`) and saved with the fine-tuned model. SQuAD 1.1 and 2.0
+(`electra.tasks.squad`) are named configurations of this task: the official files, a fixed version,
+and the submission files.
+
+Token-to-character offsets come from the tokenizer, so an answer is cut straight from the original
+context. A window that does not hold the gold answer is trained to point at position 0 and is
+labelled unanswerable; at prediction time each token is scored only in the window where it has the
+most context on both sides (BERT's "max context" rule). Either head (`qa_head`, a strategy of
+`electra.tasks.qa_heads`) scores the candidate spans and each question's null score.
 """
 
 from __future__ import annotations
 
 import copy
-import json
+import math
+from collections import defaultdict
 from pathlib import Path
 
+import torch
+
+import electra.tasks.metrics as metrics
+from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
-from electra.tasks.squad import Question, SquadTask, _line_of, read_squad, squad_settings
+from electra.tasks.base import Encoded, Task, to_tensors, token_ids
+from electra.tasks.qa_files import (
+    Question,
+    any_null,
+    check_squad_texts,
+    gold_answers,
+    nulls,
+    read_qa_jsonl,
+    read_squad,
+)
+from electra.tasks.qa_heads import QA_HEADS, LinearHead, OfficialHead
+from electra.tasks.settings import QaSettings
 
 
-class QaTask(SquadTask):
+class QaTask(Task):
+    """Extractive question answering over windows of long contexts, with either head; SQuAD 1.1
+    or 2.0 as the training file decides (`fit`)."""
+
+    name = "qa"
+    family = "qa"
+    epochs = 2
+    max_seq_len = 512
+    eval_batch_size = 8
+    main_metric = "f1"
     finetune_test = True  # finetune also predicts (and scores, when answered) an optional test file
     writes_submission = False  # no benchmark server: predictions.jsonl is the output
 
-    def __init__(self, cfg: FinetuneConfig | None = None):
-        super().__init__(**squad_settings(cfg or FinetuneConfig()))
-        self.name = "qa"
-        self.version: str | None = None  # "1.1" or "2.0": set by the training file
+    def __init__(self, settings: QaSettings | None = None, version: str | None = None):
+        """`version`: "1.1" or "2.0"; None until fitted to a training file."""
+        self.settings = settings or QaSettings()
+        self.version = version
+        self.doc_stride = self.settings.doc_stride
+        self.max_query_length = self.settings.max_query_length
+        self.n_best = self.settings.n_best
+        self.max_answer_length = self.settings.max_answer_length
+        self._set_head(self.settings.qa_head)
         self.files = {s: {s: (f"{s}.json", f"{s}.jsonl")} for s in ("train", "dev", "test")}
+
+    def _set_head(self, qa_head: str) -> None:
+        """The head and the null threshold that goes with it. None means the head's own default:
+        -2.75 is a point on the official head's answerability logit and means nothing for the
+        linear head's score difference, whose default is HF's 0.0."""
+        if qa_head not in QA_HEADS:
+            raise ElectraError(f"qa_head={qa_head!r}: use {' or '.join(QA_HEADS)}")
+        self.head: OfficialHead | LinearHead = QA_HEADS[qa_head](self.n_best)
+        threshold = self.settings.null_threshold
+        self.null_threshold = self.head.null_threshold if threshold is None else threshold
+        self.token_outputs = self.head.token_outputs
+
+    @property
+    def qa_head(self) -> str:
+        return self.head.name
+
+    def fit(self, train: list[Question], path: Path) -> QaTask:
+        """SQuAD 2.0 when the training file has an unanswerable question or, in SQuAD JSON,
+        carries `is_impossible` at all (a 2.0 file marks answerable questions false); else 1.1."""
+        marked = Path(path).suffix.lower() != ".jsonl" and '"is_impossible"' in Path(
+            path
+        ).read_text(encoding="utf-8")
+        task = copy.copy(self)
+        task.version = "2.0" if marked or any_null(train) else "1.1"
+        return task
 
     def head_config(self):
         return {"qa_head": self.qa_head, "version": self.version}
 
     def with_head_config(self, head):
-        task = super().with_head_config(head)
+        task = copy.copy(self)
+        task._set_head(head.get("qa_head", "official"))  # models saved before the setting
         task.version = head.get("version")
         return task
 
@@ -50,15 +112,11 @@ class QaTask(SquadTask):
         path = Path(path)
         _check_suffix(path)
         if path.suffix.lower() == ".jsonl":
-            questions, unanswerable = read_qa_jsonl(path, need_answers=split != "test")
+            questions = read_qa_jsonl(path, need_answers=split != "test")[0]
         else:
             questions = read_squad(path)
-            _check_squad_texts(path, questions)
-            # A SQuAD 2.0 file marks every question, answerable ones with "is_impossible": false.
-            unanswerable = '"is_impossible"' in path.read_text(encoding="utf-8")
-        if split == "train":
-            self.version = "2.0" if unanswerable or _any_null(questions) else "1.1"
-        elif self.version == "1.1" and (q := next(_nulls(questions), None)):
+            check_squad_texts(path, questions)
+        if split != "train" and self.version == "1.1" and (q := next(nulls(questions), None)):
             raise ElectraError(
                 f"{path}: question {q.id} has no answer, but the training file has no "
                 "unanswerable question (SQuAD 1.1), so the model never learned to abstain: add "
@@ -74,15 +132,227 @@ class QaTask(SquadTask):
         if path.suffix.lower() == ".jsonl":
             return read_qa_jsonl(path, need_answers=False)[0]
         questions = read_squad(path)
-        _check_squad_texts(path, questions)
+        check_squad_texts(path, questions)
         return questions
 
-    def score(self, predictions):
+    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
+        special = special_ids(tokenizer)
+        questions = tokenizer.encode_batch([q.question for q in examples], add_special_tokens=False)
+        contexts = tokenizer.encode_batch([q.context for q in examples], add_special_tokens=False)
+        rows, starts, ends, impossible = [], [], [], []
+        meta = {"example": [], "offsets": [], "max_context": []}
+        for ex_index, (q, question, context) in enumerate(
+            zip(examples, questions, contexts, strict=True)
+        ):
+            query = question.ids[: self.max_query_length]
+            room = max_len - len(query) - 3
+            if room < 1:
+                raise ElectraError(
+                    f"max_seq_len={max_len} leaves no room for the context after a "
+                    f"{len(query)}-token question: raise it or lower max_query_length"
+                )
+            doc_ids, doc_offsets = context.ids, context.offsets
+            span = _gold_tokens(q, doc_offsets) if training and not q.is_impossible else None
+            windows = _windows(len(doc_ids), room, self.doc_stride)
+            for w_start, w_len in windows:
+                ids = [
+                    special.cls,
+                    *query,
+                    special.sep,
+                    *doc_ids[w_start : w_start + w_len],
+                    special.sep,
+                ]
+                types = [0] * (len(query) + 2) + [1] * (w_len + 1)
+                rows.append((ids, types))
+                first = len(query) + 2
+                offsets = [None] * first + list(doc_offsets[w_start : w_start + w_len]) + [None]
+                meta["example"].append(ex_index)
+                meta["offsets"].append(offsets)
+                meta["max_context"].append(
+                    [False] * first
+                    + [
+                        _is_max_context(windows, (w_start, w_len), w_start + i)
+                        for i in range(w_len)
+                    ]
+                    + [False]
+                )
+                inside = span is not None and w_start <= span[0] and span[1] < w_start + w_len
+                starts.append(span[0] - w_start + first if inside else 0)
+                ends.append(span[1] - w_start + first if inside else 0)
+                impossible.append(0.0 if inside else 1.0)
+        tensors = to_tensors(rows, max_len, special.pad)
+        if training:
+            tensors["start_positions"] = torch.tensor(starts)
+            tensors["end_positions"] = torch.tensor(ends)
+            tensors["is_impossible"] = torch.tensor(impossible)
+        return Encoded(tensors, meta)
+
+    def build_model(self, cfg):
+        return self.head.build_model(cfg)
+
+    def losses(self, model, batch) -> torch.Tensor:
+        return self.head.losses(model, batch)
+
+    def infer(self, model, batch):
+        return self.head.infer(model, batch)
+
+    def decode(self, examples, encoded, outputs) -> list[dict]:
+        return self._decode(examples, encoded, outputs, self._best_spans(encoded, outputs))
+
+    def _decode(self, examples, encoded, outputs, spans) -> list[dict]:
+        """`decode`, given each question's best span (`_best_spans`)."""
+        null = self._null_scores(encoded, outputs, spans)
+        golds = gold_answers(examples)
+        out = []
+        for ex_index, q in enumerate(examples):
+            span = q.context[spans[ex_index][2] : spans[ex_index][3]] if ex_index in spans else ""
+            no_answer = self.version != "1.1" and null[ex_index] > self.null_threshold
+            out.append(
+                {
+                    "id": q.id,
+                    "prediction": "" if no_answer else span,
+                    "label": golds[q.id] if q.answers or q.is_impossible else None,
+                    "best_span": span,
+                    "null_score": null[ex_index],
+                }
+            )
+        return out
+
+    def _best_spans(self, encoded, outputs) -> dict[int, tuple[float, float, int, int]]:
+        """Each question's best span over its windows (the first of a tie): (the score it is
+        ranked by, its log-probability, its start and end character offsets in the context). A
+        question with no valid span in any window is left out."""
+        best: dict[int, tuple[float, float, int, int]] = {}
+        for ex_index, row, s, e, score, log_prob in self._span_candidates(encoded, outputs):
+            if ex_index not in best or score > best[ex_index][0]:
+                offsets = encoded.meta["offsets"][row]
+                best[ex_index] = (score, log_prob, offsets[s][0], offsets[e][1])
+        return best
+
+    def _null_scores(self, encoded, outputs, spans) -> dict[int, float]:
+        """Each question's null score, the higher the less answerable, from the lowest of its
+        windows' (`QaHead.cls_scores`; `spans`: each question's best, `_best_spans`)."""
+        cls = self.head.cls_scores(outputs)
+        lowest: dict[int, float] = defaultdict(lambda: math.inf)
+        for row, ex_index in enumerate(encoded.meta["example"]):
+            lowest[ex_index] = min(lowest[ex_index], cls[row])
+        return self.head.null_scores(lowest, spans)
+
+    def score(self, predictions) -> dict[str, float]:
         if self.version is None:  # `electra score` of a predictions file: no training file read
             task = copy.copy(self)
             task.version = "2.0" if any(p["label"] == [] for p in predictions) else "1.1"
             return task.score(predictions)
-        return super().score(predictions)
+        golds = {p["id"]: p["label"] for p in predictions}
+        if self.version == "1.1":
+            return metrics.squad_v1_scores(golds, {p["id"]: p["prediction"] for p in predictions})
+        # The v2.0 script's use: best non-null spans, null scores and the threshold, for the
+        # best-threshold search.
+        scores = metrics.squad_v2_scores(
+            golds,
+            {p["id"]: p["best_span"] for p in predictions},
+            {p["id"]: p["null_score"] for p in predictions},
+            threshold=self.null_threshold,
+        )
+        # Exact and F1 of the predictions as made, the run's threshold applied: the same numbers
+        # where that threshold is this task's, and the run's own where it is not (`electra score`
+        # of a predictions.jsonl knows neither the head nor the threshold it was decoded with).
+        made = metrics.squad_v2_scores(golds, {p["id"]: p["prediction"] for p in predictions})
+        return {**scores, **made}
+
+    def baseline(self, train) -> dict | None:
+        if self.version == "1.1":
+            return None  # every question has an answer: the empty one scores 0, no bar at all
+        return {"rule": "no answer for every question", "prediction": ""}
+
+    def constant_predictions(self, prediction, examples) -> list[dict]:
+        golds = gold_answers(examples)
+        # `score` reads the best span and the null score: an infinite null score answers empty
+        # under any threshold, the best_* search included.
+        null = math.inf if prediction == "" else -math.inf
+        return [
+            {
+                "id": q.id,
+                "prediction": prediction,
+                "label": golds[q.id] if q.answers or q.is_impossible else None,
+                "best_span": prediction,
+                "null_score": null,
+            }
+            for q in examples
+        ]
+
+    # --- `electra predict` --------------------------------------------------------------------
+
+    def from_line(self, line: str, number: int, source: str) -> Question:
+        """A question and its context, TAB-separated."""
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise ElectraError(
+                f"{source}, line {number}: expected a question, a TAB and its context, found "
+                f"{len(fields)} TAB-separated field{'s' if len(fields) > 1 else ''}"
+            )
+        if not fields[0].strip() or not fields[1].strip():
+            empty = "question" if not fields[0].strip() else "context"
+            raise ElectraError(f"{source}, line {number}: an empty {empty}: fill it in")
+        return Question(str(number - 1), fields[0], fields[1], (), False)
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """{"id", "answer", "start" (its character offset in the context; null without one),
+        "score" (the model's probability of the best span), "no_answer", "null_score"}: the
+        answers `evaluate` gives, with their offsets."""
+        spans = self._best_spans(encoded, outputs)
+        rows = []
+        for i, (q, pred) in enumerate(
+            zip(examples, self._decode(examples, encoded, outputs, spans), strict=True)
+        ):
+            no_answer = self.version != "1.1" and pred["null_score"] > self.null_threshold
+            _, log_prob, start, _ = spans.get(i, (0.0, -math.inf, None, None))
+            rows.append(
+                {
+                    "id": q.id,
+                    "answer": pred["prediction"],
+                    "start": None if no_answer or not pred["prediction"] else start,
+                    "score": math.exp(log_prob),
+                    "no_answer": no_answer,
+                    "null_score": pred["null_score"],
+                }
+            )
+        return rows
+
+    def _span_candidates(self, encoded, outputs):
+        """(question, row, start and end token, score, log-probability) of every valid span
+        among each window's top `n_best` starts and ends (`QaHead.candidates`): in the context,
+        start <= end, at most `max_answer_length` tokens, its start in its max-context window."""
+        for row, ex_index in enumerate(encoded.meta["example"]):
+            offsets = encoded.meta["offsets"][row]
+            max_context = encoded.meta["max_context"][row]
+            for s, e, score, log_prob in self.head.candidates(
+                self._row(outputs, row, len(offsets))
+            ):
+                if s >= len(offsets) or offsets[s] is None or not max_context[s]:
+                    continue
+                if e >= len(offsets) or offsets[e] is None or e < s:
+                    continue
+                if e - s + 1 <= self.max_answer_length:
+                    yield ex_index, row, s, e, score, log_prob
+
+    def _row(self, outputs, row: int, tokens: int) -> dict[str, torch.Tensor]:
+        """One window's outputs, those with one value per token cut to its `tokens` (batches are
+        padded to the widest)."""
+        return {
+            k: v[row, :tokens] if k in self.token_outputs else v[row] for k, v in outputs.items()
+        }
+
+    def truncation_note(self, max_len: int) -> str:
+        return (
+            f"had questions longer than {self.max_query_length} tokens, cut to fit as in "
+            "training (long contexts are read in windows)"
+        )
+
+    def truncated(self, examples, encoded, tokenizer, max_len) -> int:
+        """Questions cut to `max_query_length` tokens (long contexts are windowed, not cut)."""
+        ids = token_ids(tokenizer, [q.question for q in examples])
+        return sum(len(q) > self.max_query_length for q in ids)
 
 
 def _check_suffix(path: Path) -> None:
@@ -93,118 +363,34 @@ def _check_suffix(path: Path) -> None:
         )
 
 
-def _nulls(questions: list[Question]):
-    return (q for q in questions if q.is_impossible)
+def _gold_tokens(q: Question, offsets: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """The context tokens covering the first gold answer's characters."""
+    text, start = q.answers[0]
+    end = start + len(text)
+    covering = [i for i, (s, e) in enumerate(offsets) if s < end and e > start]
+    return (covering[0], covering[-1]) if covering else None
 
 
-def _any_null(questions: list[Question]) -> bool:
-    return next(_nulls(questions), None) is not None
+def _windows(n_tokens: int, room: int, stride: int) -> list[tuple[int, int]]:
+    """(start, length) of each window: `room` tokens, advancing by `stride`, until the end."""
+    windows, start = [], 0
+    while True:
+        length = min(room, n_tokens - start)
+        windows.append((start, length))
+        if start + length >= n_tokens:
+            return windows
+        start += min(length, stride)
 
 
-def _check_squad_texts(path: Path, questions: list[Question]) -> None:
-    """SQuAD JSON: no empty question, context or answer, no repeated id (answers are keyed by
-    id)."""
-    seen: set[str] = set()
-    for q in questions:
-        problem = ""
-        if not isinstance(q.question, str) or not q.question.strip():
-            problem = "empty question"
-        elif not isinstance(q.context, str) or not q.context.strip():
-            problem = "empty context"
-        elif any(not text.strip() for text, _ in q.answers):
-            problem = "empty answer text"
-        elif q.id in seen:
-            problem = "repeated id"
-        if problem:
-            raw = path.read_text(encoding="utf-8")
-            line = _line_of(raw, q.id)
-            if problem == "repeated id":  # the repeat's line, not the first one's
-                needle = json.dumps(q.id)
-                line = raw.count("\n", 0, raw.find(needle, raw.find(needle) + 1)) + 1
-            raise ElectraError(
-                f"{path}, line {line} (question {q.id}): {problem}: give every question a text, "
-                "a context, its own id and answers as they read in the context"
-            )
-        seen.add(q.id)
-
-
-def read_qa_jsonl(path: Path, need_answers: bool = True) -> tuple[list[Question], bool]:
-    """Flat records, one a line; and whether any is unanswerable (an empty answers list)."""
-    questions: list[Question] = []
-    lines: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            q = _record(f"{path}, line {line_no}", line, len(questions), need_answers)
-            if q.id in lines:
-                raise ElectraError(
-                    f"{path}, line {line_no}: id {q.id!r} repeats line {lines[q.id]}: give every "
-                    "question its own id"
-                )
-            lines[q.id] = line_no
-            questions.append(q)
-    if not questions:
-        raise ElectraError(
-            f"{path} has no questions: expected JSON lines with id, question, context, answers"
-        )
-    return questions, _any_null(questions)
-
-
-def _record(where: str, line: str, index: int, need_answers: bool) -> Question:
-    """One flat record: id, question, context, answers ({text: [...], answer_start: [...]} or a
-    list of {text, answer_start}; empty: unanswerable; absent: unknown, in a test file only)."""
-    try:
-        record = json.loads(line)
-    except ValueError as e:
-        raise ElectraError(f"{where}: not JSON ({e})") from None
-    if not isinstance(record, dict):
-        raise ElectraError(f"{where}: expected an object with id, question, context, answers")
-    qid = str(record.get("id", index))
-    where = f"{where} (question {qid})"
-    for field in ("question", "context"):
-        value = record.get(field)
-        if not isinstance(value, str) or not value.strip():
-            raise ElectraError(
-                f"{where}: {'no' if value is None else 'empty'} {field}: every record needs a "
-                f"non-empty {field!r} string"
-            )
-    if record.get("answers") is None:
-        if need_answers:
-            raise ElectraError(
-                f'{where}: no "answers": training and dev records need them ([] if unanswerable)'
-            )
-        return Question(qid, record["question"], record["context"], (), False)
-    answers = _answers(where, record["answers"], record["context"])
-    impossible = bool(record.get("is_impossible", not answers))
-    return Question(qid, record["question"], record["context"], answers, impossible)
-
-
-def _answers(where: str, value, context: str) -> tuple[tuple[str, int], ...]:
-    """(text, offset) pairs, each checked to sit at its offset in the context."""
-    if isinstance(value, dict):
-        texts, starts = value.get("text"), value.get("answer_start")
-        if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):
-            raise ElectraError(
-                f'{where}: "answers" needs equal-length "text" and "answer_start" lists'
-            )
-        pairs = list(zip(texts, starts, strict=True))
-    elif isinstance(value, list) and all(isinstance(a, dict) for a in value):
-        pairs = [(a.get("text"), a.get("answer_start")) for a in value]
-    else:
-        raise ElectraError(
-            f'{where}: "answers" must be {{"text": [...], "answer_start": [...]}} or a list of '
-            '{"text", "answer_start"} objects'
-        )
-    for text, start in pairs:
-        if not isinstance(text, str) or not text.strip():
-            raise ElectraError(f"{where}: empty answer text: give the answer as it reads")
-        if not isinstance(start, int) or isinstance(start, bool):
-            raise ElectraError(f"{where}: answer_start {start!r} is not a character offset")
-        found = context[start : start + len(text)]
-        if found != text:
-            raise ElectraError(
-                f"{where}: answer {text!r} is not at offset {start} of its context (found "
-                f"{found!r}): correct answer_start (0-based, in characters) or the answer text"
-            )
-    return tuple(pairs)
+def _is_max_context(windows, current, position) -> bool:
+    """True if `position` has the most context (min of left and right, plus a small bonus for
+    longer windows) in `current` among the windows that hold it."""
+    best_score, best = None, None
+    for start, length in windows:
+        end = start + length - 1
+        if not start <= position <= end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best = score, (start, length)
+    return best == current

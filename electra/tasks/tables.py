@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
-from electra.tasks.base import given_file, utf8_text
+from electra.tasks.base import utf8_text
+from electra.tasks.splits import given_file
 
 FORMATS = {
     ".csv": "CSV",
@@ -31,8 +32,6 @@ FORMATS = {
 }
 KNOWN = ".csv, .tsv, .jsonl (or .json, one object per line) or .parquet"
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "TAB", "|": "pipe"}  # sniffed in a CSV header
-SPLITS = ("train", "dev", "test")
-DataSource = str | Path | Mapping[str, str | Path]  # a folder, one file, or {split: file}
 
 
 @dataclass
@@ -110,7 +109,7 @@ def read_table(path: str | Path, delimiter: str | None = None) -> Table:
     return table
 
 
-def _delimiter(path: Path, kind: str) -> str:
+def _delimiter(path: Path, kind: str, quiet: bool = False) -> str:
     """TAB for a TSV; for a CSV the candidate its header line holds most often outside quotes
     (a comma when none, or on a tie), said on stderr when it is not a comma."""
     if kind == "TSV":
@@ -124,7 +123,7 @@ def _delimiter(path: Path, kind: str) -> str:
         if not quoted and char in counts:
             counts[char] += 1
     best = max(counts, key=lambda d: (counts[d], d == ","))
-    if counts[best] and best != ",":
+    if counts[best] and best != "," and not quiet:
         print(
             f"{path}: fields separated by {DELIMITERS[best]}s ('{best}'), as its header has them "
             "(--delimiter chooses another)",
@@ -234,19 +233,15 @@ def _read_parquet(path: Path) -> Table:
 # --- the split files --------------------------------------------------------------------------
 
 
-def split_file(data: DataSource, split: str, task: str, optional: bool = False) -> Path | None:
-    """The file of `split`: `data[split]` for a mapping, `data` itself when it is a file, else the
-    one `split.*` of a known format in the folder. None for a missing split only when `optional`;
-    two formats of one split, or one of an unknown format, are errors."""
+def split_file(data: Path | Mapping[str, str | Path], split: str, task: str) -> Path | str:
+    """The file of `split` (`Task.locate` for the user's files): `data[split]` for a mapping,
+    `data` itself when it is a file, else the one `split.*` of a known format in the folder; or
+    why there is none. Two formats of one split, or one of an unknown format, are errors."""
     if isinstance(data, Mapping):
         if data.get(split):
             return given_file(data[split], split)
-        if optional:
-            return None
-        raise ElectraError(f"no {split} file for {task}: pass --{split} FILE")
+        return f"no {split} file for {task}: pass --{split} FILE"
     data = Path(data)
-    if not data.exists():
-        raise ElectraError(f"data not found: {data}")
     if data.is_file():
         return data
     named = sorted(p for p in data.iterdir() if p.is_file() and p.name.split(".")[0] == split)
@@ -260,9 +255,19 @@ def split_file(data: DataSource, split: str, task: str, optional: bool = False) 
         return known[0]
     if named:  # e.g. train.txt: say which name would be read rather than "no train file"
         read_table(named[0])  # raises the unknown-format error naming the file
-    if optional:
-        return None
-    raise ElectraError(
+    return (
         f"no {split} file for {task} in {data}: expected {split}.csv, {split}.tsv, "
         f"{split}.jsonl or {split}.parquet (or pass --{split} FILE)"
     )
+
+
+def header_columns(path: Path, delimiter: str | None = None) -> list[str]:
+    """The column names `read_table` finds in a file, without its note on stderr: from a CSV's or
+    TSV's header line (its separator sniffed quietly), else from the file read whole."""
+    kind = FORMATS.get(path.suffix.lower())
+    if kind not in ("CSV", "TSV"):
+        return read_table(path, delimiter).columns
+    delimiter = delimiter or _delimiter(path, kind, quiet=True)
+    quoting = csv.QUOTE_NONE if delimiter == "\t" and kind == "TSV" else csv.QUOTE_MINIMAL
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return [name.strip() for name in next(csv.reader(f, delimiter=delimiter, quoting=quoting))]

@@ -18,22 +18,42 @@ order that does not depend on the file's order: `O`, then for each entity type i
 order `B-TYPE`, `I-TYPE` (both, even if the file uses one). It is saved with the fine-tuned model;
 a dev or test tag outside it is an error, since the model could never predict it.
 
-Everything else (the head, the first-sub-token rule, entity-level F1) is CoNLL-2003's
-(`electra.tasks.ner`), of which this is the general case.
+Each word's tag is predicted at its first sub-token (the official tagging recipe); the loss is
+summed over words. Words beyond the model's length are predicted `O` so that every sentence is
+scored whole, with entity-level F1 (seqeval). CoNLL-2003 (`electra.tasks.ner`) is a named
+configuration of this task: its reader and its nine tags.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+import torch.nn.functional as F
+
+import electra.tasks.metrics as metrics
+from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.tasks.ner import NerTask, Sentence, read_words
+from electra.model.heads import ElectraForTokenClassification
+from electra.tasks.base import Encoded, Task
+from electra.tasks.settings import TaggingSettings
+
+IGNORE = -100
 
 TAG = re.compile(r"^(O|[BI]-\S+)$")
 COLUMN_SUFFIXES = (".conll", ".txt", ".tsv")
 SUFFIXES = (*COLUMN_SUFFIXES, ".jsonl")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    id: str
+    words: tuple[str, ...]
+    tags: tuple[str, ...] | None
 
 
 def tag_set(tags: set[str]) -> tuple[str, ...]:
@@ -42,33 +62,44 @@ def tag_set(tags: set[str]) -> tuple[str, ...]:
     return ("O", *(f"{prefix}-{kind}" for kind in types for prefix in "BI"))
 
 
-class TaggingTask(NerTask):
+class TaggingTask(Task):
+    """A tag per word, from the user's tag set, fitted to the training file (or fixed: a
+    fine-tuned model's, CoNLL-2003's): entity-level F1."""
+
     name = "tagging"
+    family = "tagging"
+    main_metric = "f1"
+    token_outputs = ("tags",)
     finetune_test = True  # finetune also predicts (and scores, when tagged) an optional test file
     writes_submission = False  # no benchmark server: predictions.jsonl is the output
     files = {s: {s: tuple(f"{s}{suffix}" for suffix in SUFFIXES)} for s in ("train", "dev", "test")}
 
-    def __init__(self, tag_column: int = -1, tags: tuple[str, ...] = ()):
-        """`tags`: a fixed tag set (a fine-tuned model's); empty reads it from the training file."""
-        if tag_column == 0:
-            raise ElectraError("tag_column=0 is the word's column: pick the tag's (-1 is the last)")
+    def __init__(self, settings: TaggingSettings | None = None, tags: tuple[str, ...] = ()):
+        """`tags`: a fixed tag set (a fine-tuned model's); empty: fitted to the training file."""
         for tag in tags:
             _check_iob(tag, "the tag set")
-        super().__init__(tuple(tags))
-        self.tag_column = tag_column
-        self.fixed = bool(tags)
+        self.settings = settings or TaggingSettings()
+        self.tag_column = self.settings.tag_column
+        self.labels = tuple(tags)
+
+    def fit(self, train: list[Sentence], path: Path) -> TaggingTask:
+        """The training file's tags define what the model can predict (`tag_set`), unless the
+        set is fixed."""
+        if self.labels:
+            return self
+        return TaggingTask(self.settings, tag_set({t for s in train for t in s.tags or ()}))
 
     def head_config(self):
         return {"labels": list(self.labels)}
 
     def with_head_config(self, head):
-        return TaggingTask(self.tag_column, tuple(head["labels"]))
+        return TaggingTask(self.settings, tuple(head["labels"]))
 
     def read(self, path, split):
+        """A file's sentences; its tags must be IOB, and once the tag set is known (fitted, or
+        the model's), among it."""
         path = Path(path)
         _check_suffix(path)
-        if split == "train" and not self.fixed:
-            self.labels = ()  # read afresh from this file: any IOB tag is welcome
         if path.suffix.lower() == ".jsonl":
             sentences = self._read_jsonl(path, split)
         else:
@@ -77,9 +108,6 @@ class TaggingTask(NerTask):
             raise ElectraError(
                 f"{path} has no sentences: expected tagged tokens (CoNLL columns or JSONL)"
             )
-        if split == "train" and not self.fixed:
-            # The training file defines what the model can predict.
-            self.labels = tag_set({t for s in sentences for t in s.tags or ()})
         return sentences
 
     def read_inputs(self, path: Path) -> list[Sentence]:
@@ -201,6 +229,197 @@ class TaggingTask(NerTask):
                 self._check_tag(tag, f"{where}, tag {i}")
         sid = str(record.get("id", index))
         return Sentence(sid, tuple(tokens), None if tags is None else tuple(tags))
+
+    def encode(self, examples, tokenizer, max_len, training) -> Encoded:
+        special = special_ids(tokenizer)
+        n = len(examples)
+        ids = torch.full((n, max_len), special.pad, dtype=torch.long)
+        mask = torch.zeros((n, max_len), dtype=torch.long)
+        labels = torch.full((n, max_len), IGNORE, dtype=torch.long)
+        first_tokens = []  # per sentence: the position of each kept word's first sub-token
+        first_words = []  # and that word's index (a word with no sub-token has no position)
+        encodings = tokenizer.encode_batch(
+            [list(s.words) for s in examples], is_pretokenized=True, add_special_tokens=False
+        )
+        for i, (sentence, enc) in enumerate(zip(examples, encodings, strict=True)):
+            row = [special.cls, *enc.ids[: max_len - 2], special.sep]
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+            firsts, words, previous = [], [], None
+            for pos, word in enumerate(enc.word_ids[: max_len - 2], start=1):
+                if word is not None and word != previous:
+                    firsts.append(pos)
+                    words.append(word)
+                    if sentence.tags is not None:
+                        labels[i, pos] = self.labels.index(sentence.tags[word])
+                previous = word
+            first_tokens.append(firsts)
+            first_words.append(words)
+        tensors = {
+            "input_ids": ids,
+            "token_type_ids": torch.zeros_like(ids),
+            "attention_mask": mask,
+        }
+        if examples[0].tags is not None:
+            tensors["labels"] = labels
+        return Encoded(tensors, {"first_tokens": first_tokens, "first_words": first_words})
+
+    def build_model(self, cfg) -> ElectraForTokenClassification:
+        return ElectraForTokenClassification(cfg, len(self.labels))
+
+    def losses(self, model, batch) -> torch.Tensor:
+        logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        per_token = F.cross_entropy(
+            logits.float().transpose(1, 2), batch["labels"], ignore_index=IGNORE, reduction="none"
+        )
+        return per_token.sum(-1)  # summed over words
+
+    def infer(self, model, batch):
+        logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        return {"tags": logits.argmax(-1)}
+
+    def decode(self, examples, encoded, outputs) -> list[dict]:
+        tags = outputs["tags"]
+        out = []
+        for i, sentence in enumerate(examples):
+            firsts = encoded.meta["first_tokens"][i]
+            # 'O' for words cut off by max_seq_len, or that the tokenizer drops (zero-width
+            # characters): every sentence is scored whole, each tag at its own word.
+            pred = ["O"] * len(sentence.words)
+            for word, t in zip(
+                encoded.meta["first_words"][i], tags[i, firsts].tolist(), strict=True
+            ):
+                pred[word] = self.labels[t]
+            gold = list(sentence.tags) if sentence.tags is not None else None
+            out.append({"id": sentence.id, "prediction": pred, "label": gold})
+        return out
+
+    def baseline(self, train) -> dict | None:
+        # No entity anywhere ('O' is also the majority tag of any CoNLL file): entity F1 0, so a
+        # seed that tags nothing does not beat it.
+        if "O" not in self.labels:
+            return None
+        return {"rule": "'O' (no entity) for every word", "prediction": "O"}
+
+    def constant_predictions(self, prediction, examples) -> list[dict]:
+        return [
+            {
+                "id": s.id,
+                "prediction": [prediction] * len(s.words),
+                "label": list(s.tags) if s.tags is not None else None,
+            }
+            for s in examples
+        ]
+
+    def score(self, predictions) -> dict[str, float]:
+        return metrics.entity_scores(
+            [p["label"] for p in predictions], [p["prediction"] for p in predictions]
+        )
+
+    # --- `electra predict` --------------------------------------------------------------------
+
+    def from_line(self, line: str, number: int, source: str) -> TextSentence:
+        """A sentence, its words split at whitespace (each word's character offset in the line
+        kept for the entities' offsets)."""
+        found = list(re.finditer(r"\S+", line))
+        words = tuple(m.group() for m in found)
+        starts = tuple(m.start() for m in found)
+        return TextSentence(str(number - 1), words, None, line, starts)
+
+    def records(self, examples, encoded, outputs, all_scores=False) -> list[dict]:
+        """{"id", "words", "tags", "entities": [{"entity", "start", "end", "text"}]}: the
+        character offsets are into the input line, or for a file into its words joined by
+        single spaces."""
+        rows = []
+        for sentence, pred in zip(examples, self.decode(examples, encoded, outputs), strict=True):
+            text, starts = sentence_text(sentence)
+            entities = []
+            for kind, first, last in entity_spans(pred["prediction"]):
+                start, end = starts[first], starts[last] + len(sentence.words[last])
+                entities.append(
+                    {"entity": kind, "start": start, "end": end, "text": text[start:end]}
+                )
+            rows.append(
+                {
+                    "id": sentence.id,
+                    "words": list(sentence.words),
+                    "tags": pred["prediction"],
+                    "entities": entities,
+                }
+            )
+        return rows
+
+    def truncation_note(self, max_len: int) -> str:
+        return (
+            f"were longer than the model's {max_len} tokens and were cut to fit, as in training: "
+            "the words past the cut are tagged O"
+        )
+
+    def truncated(self, examples, encoded, tokenizer, max_len) -> int:
+        """Sentences whose last words did not fit (they are tagged O)."""
+        full = (encoded.tensors["attention_mask"].sum(1) == max_len).tolist()
+        kept = encoded.meta.get("first_words") or [
+            range(len(f)) for f in encoded.meta["first_tokens"]
+        ]
+        return sum(
+            cut and max(words, default=-1) < len(s.words) - 1
+            for cut, words, s in zip(full, kept, examples, strict=True)
+        )
+
+
+def read_words(path: Path, fields_of: Callable[[str], list[str]] = str.split) -> list[Sentence]:
+    """The untagged sentences of a CoNLL-style file: each line's first field (`fields_of` splits
+    a line), a blank line or `-DOCSTART-` between sentences."""
+    sentences: list[Sentence] = []
+    words: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line in [*f, ""]:  # the final "" ends the last sentence
+            fields = fields_of(line)
+            if fields and fields[0] and fields[0] != "-DOCSTART-":
+                words.append(fields[0])
+            elif words:
+                sentences.append(Sentence(str(len(sentences)), tuple(words), None))
+                words = []
+    return sentences
+
+
+@dataclass(frozen=True)
+class TextSentence(Sentence):
+    """A sentence from a line of text: the line itself and each word's character offset in it."""
+
+    text: str = ""
+    starts: tuple[int, ...] = ()
+
+
+def sentence_text(sentence: Sentence) -> tuple[str, tuple[int, ...]]:
+    """The text a sentence's character offsets refer to, and each word's start in it: the line
+    it was read from, or its words joined by single spaces."""
+    if isinstance(sentence, TextSentence):
+        return sentence.text, sentence.starts
+    starts, at = [], 0
+    for word in sentence.words:
+        starts.append(at)
+        at += len(word) + 1
+    return " ".join(sentence.words), tuple(starts)
+
+
+def entity_spans(tags: list[str]) -> list[tuple[str, int, int]]:
+    """(type, first word, last word) of each entity in a tag sequence: B-X starts one, I-X
+    continues an X (and starts one after anything else, as IOB1 and Hugging Face's grouping do),
+    a tag without a prefix is an I- tag of its own name, O is outside."""
+    spans: list[list] = []
+    previous = "O"
+    for i, tag in enumerate(tags):
+        if tag == "O":
+            previous = "O"
+            continue
+        prefix, _, kind = tag.partition("-") if tag[:2] in ("B-", "I-") else ("I", "", tag)
+        if prefix == "B" or previous == "O" or previous != kind:
+            spans.append([kind, i, i])
+        else:
+            spans[-1][2] = i
+        previous = kind
+    return [tuple(s) for s in spans]
 
 
 def _check_suffix(path: Path) -> None:
