@@ -1,7 +1,7 @@
 """`electra experiment`: the paper's compute-matched comparison in one command.
 
 Each arm (an objective name, or a label with any config overrides) is pretrained at the same
-training FLOPs (`electra.model.flops.official_train_flops`, the paper's Table 1 convention), so arms that
+training FLOPs (`electra.objectives.flops.official_train_flops`, the paper's Table 1 convention), so arms that
 cost more per step take fewer steps. At `points` evenly spaced fractions of the budget the run's
 checkpoint becomes a model folder and is fine-tuned on the chosen GLUE tasks (or a task on the
 user's own files, `--task NAME --task-data DIR`) over several seeds, so each arm is a line of GLUE
@@ -36,8 +36,8 @@ from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
-from electra.model.flops import official_train_flops
 from electra.objectives import OBJECTIVES, check_objective, fill_objective_settings
+from electra.objectives.flops import official_train_flops
 from electra.tasks.glue import GLUE
 
 # The loss each family of objectives teaches its encoder, for the loss-curve plot.
