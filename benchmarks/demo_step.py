@@ -107,7 +107,7 @@ def worker(args) -> None:
     nowhere = Path(tempfile.gettempdir()) / "electra-demo-step-unused"  # build writes nothing
     cfg = resolve_run(cfg, nowhere, False, data)[0]
     run = build(cfg, nowhere, data, None, False, World(), torch.device("cpu"))
-    run_step, window, train = step_function(run), Window(), cfg.train
+    run_step, window, train = step_function(run), Window(run.objective.metrics), cfg.train
     run.objective.train()
 
     def step() -> None:

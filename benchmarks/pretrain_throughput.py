@@ -15,7 +15,7 @@ clipping, on the same random token batches, and are timed in alternation in one 
 `--compile` compiles our objective and the careful peer's forward and losses alike
 (`--compile-mode reduce-overhead` replays them as CUDA graphs on a GPU).
 
-Model FLOPs are counted analytically (`electra.model.flops.model_flops_per_step`: matmuls only, training as
+Model FLOPs are counted analytically (`electra.objectives.flops.model_flops_per_step`: matmuls only, training as
 3x forward, the vocabulary head at masked positions only) and are the same useful work for all
 three; achieved FLOP/s is divided by this machine's matmul peak for the precision: the best of
 measurements taken once a round between the timed steps, so a peak caught in a slow moment of a
@@ -49,9 +49,9 @@ from electra.engine.host_memory import keep_freed_memory
 from electra.engine.optim import build_optimizer, param_groups
 from electra.engine.runtime import prepare_model
 from electra.engine.step import Window, train_step
-from electra.model.flops import model_flops_per_step
 from electra.model.kernels import onednn_mm
 from electra.objectives import build_objective
+from electra.objectives.flops import model_flops_per_step
 from electra.objectives.masking import mask_tokens
 
 SPECIAL = SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)  # BERT's uncased ids

@@ -9,7 +9,7 @@ import pytest
 from electra.cli.main import main
 from electra.data.store import PretrainingData
 from electra.errors import ElectraError
-from electra.model.flops import official_train_flops
+from electra.objectives.flops import official_train_flops
 from electra.recipes import experiment
 from electra.recipes.experiment import Arm, Plan, arm_config, parse_arm, resolve
 

@@ -1,4 +1,6 @@
-"""FLOP counts: the official counter's published figures, and model FLOPs against torch's counter."""
+"""FLOP counts: the official counter's published figures, model FLOPs against torch's counter, each
+objective's networks priced by the architecture family's registry entry, and no count for an
+objective that does not name its networks."""
 
 from __future__ import annotations
 
@@ -9,12 +11,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from electra.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig, preset
+from electra.errors import ElectraError
 from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
-from electra.model.flops import (
-    encoder_forward_flops,
-    model_flops_per_step,
-    official_train_flops,
-)
+from electra.model.flops import Network, encoder_forward_flops
+from electra.model.registry import FAMILIES, family
+from electra.objectives import OBJECTIVES, Objective
+from electra.objectives.flops import model_flops_per_step, official_train_flops
 
 from .conftest import tiny_model_config
 
@@ -75,3 +77,39 @@ def test_model_flops_match_torch_flop_counter():
         gen(ids, positions=positions)
     expected = 3 * (counter.get_total_flops() + gen_counter.get_total_flops())
     assert model_flops_per_step(cfg) == expected
+
+
+def test_the_family_registry_prices_a_network():
+    electra = family("electra")
+    assert {"electra": electra} == FAMILIES and family() is electra
+    assert electra.pretraining is ElectraForPreTraining and electra.masked_lm is ElectraForMaskedLM
+    m, s = tiny_model_config(), 24
+    assert electra.forward_flops(Network(m), s, "model") == encoder_forward_flops(m, s)
+    with_head = electra.forward_flops(Network(m, rtd_head=True), s, "official")
+    assert with_head > electra.forward_flops(Network(m), s, "official")
+    with pytest.raises(ElectraError, match="family 'bert' is unknown: choose one of electra"):
+        family("bert")
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_each_objective_names_the_networks_its_step_runs(name):
+    cfg = run_config("small", 128, 128, 1000, name=name, two_stage_steps=400)
+    networks = OBJECTIVES[name].step_networks(cfg, 0)
+    assert networks and all(isinstance(n, Network) for n in networks)
+    per_step = official_train_flops(cfg, steps=1)
+    assert per_step > 0 and model_flops_per_step(cfg) > 0
+    if name != "two_stage":  # a constant step: the run costs steps x one step
+        assert official_train_flops(cfg) == pytest.approx(1000 * per_step)
+
+
+def test_an_objective_that_names_no_networks_has_no_flops(monkeypatch):
+    """A new objective without `step_networks` is refused, not counted as ELECTRA."""
+
+    class Bare(Objective):
+        name = "electra"
+
+    monkeypatch.setitem(OBJECTIVES, "electra", Bare)
+    cfg = run_config("small", 128, 128, 1000)
+    for count in (official_train_flops, model_flops_per_step):
+        with pytest.raises(ElectraError, match="does not say which networks its step runs"):
+            count(cfg)

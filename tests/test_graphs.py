@@ -104,7 +104,7 @@ def _train(name: str, graphed: bool, steps: int, precision: str, compile: bool =
         )
     else:
         run = functools.partial(train_step, step_fn, optimizer, params, **settings)
-    window = Window()
+    window = Window(objective.metrics)
     for step, batch in enumerate(_batches(steps, tiny_model_config().vocab_size)):
         set_learning_rate(optimizer, learning_rate(step, 1e-3, steps, 3))
         objective.begin_step(step)

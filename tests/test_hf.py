@@ -261,13 +261,8 @@ def test_pairs_that_do_not_fit_are_refused(tokenizer, tmp_path, capsys):
 
 
 def test_export_refuses_what_hf_cannot_represent(tmp_path):
-    model = ElectraForPreTraining(replace(small_config(), hidden_act="gelu"))
+    model = ElectraForPreTraining(small_config())
     check_exportable(model, tmp_path)
-    model.config = replace(model.config)
-    object.__setattr__(model.config, "hidden_act", "swish-2")  # a variant without an HF equivalent
-    with pytest.raises(ElectraError, match="no Hugging Face ELECTRA equivalent"):
-        check_exportable(model, tmp_path)
-    model.config = small_config()
     model.register_parameter("residual", torch.nn.Parameter(torch.zeros(1)))  # e.g. GDES's
     with pytest.raises(ElectraError, match="residual have no Hugging Face ELECTRA counterpart"):
         check_exportable(model, tmp_path)

@@ -238,7 +238,8 @@ def test_labels_mark_exactly_the_changed_real_tokens(tiny_model, objective_cfg, 
     obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
     ids, types, attention = _batch(special, b=16)
     out = obj(ids, types, attention)
-    labels = out.disc_labels
+    _, d = obj.detect(ids, types, attention)
+    labels = d.labels
     assert not labels[attention == 0].any()
     n = attention.sum(1)
     # At most round(0.15 * n) tokens per row can be replaced; an untrained generator replaces most.

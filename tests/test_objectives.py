@@ -25,6 +25,7 @@ from electra.objectives import (
     fill_objective_settings,
 )
 from electra.objectives.adversarial import reinforce_loss
+from electra.objectives.base import binary_loss
 from electra.objectives.masking import selected_positions
 from electra.objectives.mlm import copy_mixture_log_prob
 from electra.objectives.sharing import plain
@@ -46,20 +47,21 @@ def test_selected_positions_counts_a_twice_drawn_position_once():
 
 def test_electra15_learns_only_at_the_masked_out_positions(tiny_model, special):
     ids, types, attention = _batch(special, b=16)
+    obj = _build(tiny_model, special, name="electra15")
     torch.manual_seed(0)
-    out = _build(tiny_model, special, name="electra15")(ids, types, attention)
-    where = out.real_mask
+    out = obj(ids, types, attention)
+    torch.manual_seed(0)
+    _, d = obj.detect(ids, types, attention)  # the same draws: the verdict the step scored
+    where = d.where
     counts = where.sum(1)
     # round(0.15 * real tokens) slots per row, fewer distinct positions when a draw repeats.
     expected = torch.round(attention.sum(1) * 0.15).clamp(1, 6)
     assert (counts <= expected).all() and (counts >= expected - 2).all() and (counts >= 1).all()
-    assert not (out.disc_labels & ~where).any()  # every replaced token was masked out
-    manual = F.binary_cross_entropy_with_logits(
-        out.disc_logits[where], out.disc_labels[where].float()
-    )
+    assert not (d.labels & ~where).any()  # every replaced token was masked out
+    manual = F.binary_cross_entropy_with_logits(d.logits[where], d.labels[where].float())
     assert out.stats["disc_loss"] == pytest.approx(manual.item(), rel=1e-5)
-    electra = _build(tiny_model, special, name="electra")(ids, types, attention)
-    assert torch.equal(electra.real_mask, attention.bool())
+    _, electra = _build(tiny_model, special, name="electra").detect(ids, types, attention)
+    assert torch.equal(electra.where, attention.bool())
 
 
 def test_replace_mlm_predicts_the_slots_from_generator_samples(tiny_model, special):
@@ -221,7 +223,7 @@ def test_gdes_disentangles_the_gradients_and_export_folds_the_residual(
     # The discriminator's loss alone reaches the residual and not the generator's tables.
     torch.manual_seed(0)
     c = obj.corrupt(g, ids, types, attention)
-    disc_loss, _ = obj.discriminate(c, types, attention)
+    disc_loss, _ = binary_loss(obj.discriminate(c, types, attention))
     disc_loss.backward()
     assert g.electra.embeddings.word_embeddings.weight.grad is None
     assert d.electra.embeddings.word_embeddings_delta.grad.abs().sum() > 0
@@ -400,8 +402,49 @@ def test_objective_learns_through_the_trainer(wikitext_data, tmp_path, arm):
     assert {p.name for p in export_hf(run, tmp_path / "hf")} == roles
 
 
+# The objectives whose step judges tokens replaced or original, and so log the window's AUC.
+DETECTORS = {"electra", "electra15", "two_stage", "adversarial", "electric"}
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_each_objective_makes_its_own_metrics(tiny_model, special, name):
+    from electra.engine.step import Window
+    from electra.objectives.metrics import AUC_HISTOGRAMS
+
+    sizes = {"sharing": "none", "generator_hidden_fraction": 1.0} if name == "two_stage" else {}
+    obj = _build(tiny_model, special, name=name, **sizes, two_stage_steps=1)
+    ids, types, attention = _batch(special, b=8)
+    window = Window(obj.metrics)
+    for step in range(2):  # two_stage: the generator alone, then the discriminator
+        obj.begin_step(step)
+        out = obj(ids, types, attention)
+        window.add(out)
+        window.end_step(torch.tensor(1.0), torch.tensor(False))
+    record = window.summary()
+    scalars = {k for k, v in out.stats.items() if v.dim() == 0}
+    derived = {"disc_auc"} if name in DETECTORS else set()
+    assert set(record) == scalars | derived | {"loss", "grad_norm", "skipped_steps"}
+    assert (AUC_HISTOGRAMS in out.stats) == (name in DETECTORS)
+    if derived:  # NaN where every judged token was replaced (electra15's few, at init)
+        assert math.isnan(record["disc_auc"]) or 0 <= record["disc_auc"] <= 1
+
+
+def test_the_trainer_logs_what_the_objective_makes(wikitext_data, tmp_path, monkeypatch):
+    from electra.objectives.mlm import MaskedLanguageModeling
+
+    class Counting(MaskedLanguageModeling):
+        def metrics(self, sums, counts):
+            return {**super().metrics(sums, counts), "reports": counts["mlm_loss"]}
+
+    monkeypatch.setitem(OBJECTIVES, "mlm", Counting)
+    run = pretrain(tiny_cfg(wikitext_data, **{"objective.name": "mlm"}), tmp_path / "run")
+    rows = read_metrics(run)
+    assert [r["reports"] for r in rows] == [2, 2, 2]  # 2 steps a window, 1 micro-batch each
+    assert all("disc_auc" not in r for r in rows)
+
+
 def test_flops_count_each_objectives_networks():
-    from electra.model.flops import official_train_flops
+    from electra.objectives.flops import official_train_flops
 
     base = apply_overrides(RunConfig(), {"train.steps": 100})
     electra = official_train_flops(base)
@@ -449,15 +492,20 @@ def test_electric_nce_logit_and_labels_by_hand(tiny_model, special):
     obj.generator.register_forward_hook(lambda mod, args, out: seen.update(cloze=out.detach()))
     torch.manual_seed(0)
     out = obj(ids, types, attention)
+    torch.manual_seed(0)
+    _, _, d = obj.detect(ids, types, attention)  # the same draws: the verdict the step scored
     log_q = torch.log_softmax(seen["cloze"].float(), -1)
     log_q = log_q.gather(-1, seen["noised"][..., None]).squeeze(-1)
     want = seen["energy"] + log_q + math.log(0.15 / 0.85)
-    assert torch.allclose(out.disc_logits, want, atol=1e-4)
+    assert torch.allclose(d.logits, want, atol=1e-4)
     # Noise labels: every written position, a sample equal to the original included.
-    noise = out.disc_labels
+    noise = d.labels
     assert (noise | ~(seen["noised"] != ids)).all()  # each changed token is labelled noise
     assert (noise.sum(1) >= 1).all() and (noise.sum(1) <= 6).all()
-    assert torch.equal(out.real_mask, attention.bool())  # the loss covers every real token
+    assert torch.equal(d.where.bool(), attention.bool())  # the loss covers every real token
+    real = attention.bool()
+    manual = F.binary_cross_entropy_with_logits(d.logits[real], noise[real].float())
+    assert out.stats["disc_loss"] == pytest.approx(manual.item(), rel=1e-5)
     assert out.stats["mlm_loss"] == pytest.approx(math.log(100), rel=0.1)  # cloze over V at init
     assert set(obj.models()) == {"discriminator"}
 

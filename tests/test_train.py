@@ -20,7 +20,7 @@ from electra.engine.detect import detect
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.hf.pretrained import load_pretrained
-from electra.model.flops import official_train_flops
+from electra.objectives.flops import official_train_flops
 
 from .conftest import shared_data, tiny_cfg
 

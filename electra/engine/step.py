@@ -1,6 +1,9 @@
 """One optimizer step of pretraining, the unit the loop repeats and `electra.engine.graphs` captures:
 the forward and backward over the step's micro-batches, clipping, the optimizer (skipping a
 non-finite update on the device), and the statistics of a logging window, summed on the device.
+
+A step function returns a loss and a dict of detached statistics (`StepOutput`); what they mean,
+and what a log shows of them, is the step function's business (`Window`'s `metrics`).
 """
 
 from __future__ import annotations
@@ -9,13 +12,18 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.distributed.tensor import DTensor
 
 from electra.engine.distributed import all_reduce_, gradient_sync
-from electra.engine.tracking import auc_from_histograms, auc_histograms
-from electra.objectives import StepOutput
+from electra.objectives.base import StepOutput
+from electra.objectives.metrics import mean_stats
+
+# A window's statistics summed over its micro-batches and ranks, and how many reported each, to
+# the numbers a log shows (`electra.objectives.base.Objective.metrics`).
+Metrics = Callable[[dict[str, torch.Tensor], dict[str, int]], dict[str, float]]
 
 
 def autocast(
@@ -28,12 +36,13 @@ def autocast(
 
 
 class Window:
-    """Step statistics between two logging steps, summed on the device and read back once."""
+    """Step statistics between two logging steps, summed on the device and read back once, then
+    turned into logged numbers by `metrics` (by default each scalar's mean)."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics = mean_stats) -> None:
+        self.metrics = metrics
         self.sums: dict[str, torch.Tensor] = {}
         self.counts: dict[str, int] = {}  # micro-batches that reported each statistic
-        self.auc_hist: tuple[torch.Tensor, torch.Tensor] | None = None
         self.steps = 0
         self.grad_norm: torch.Tensor | float = 0.0
         self.skipped: torch.Tensor | int = 0  # steps skipped for a non-finite loss or gradient
@@ -44,11 +53,6 @@ class Window:
         for k, v in {**out.stats, "loss": out.loss.detach()}.items():
             self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
             self.counts[k] = self.counts.get(k, 0) + 1
-        if out.disc_logits is not None:
-            pos, neg = auc_histograms(out.disc_logits, out.disc_labels, out.real_mask)
-            if self.auc_hist is not None:
-                pos, neg = pos + self.auc_hist[0], neg + self.auc_hist[1]
-            self.auc_hist = (pos, neg)
 
     def end_step(self, grad_norm: torch.Tensor, skipped: torch.Tensor) -> None:
         self.steps += 1
@@ -56,26 +60,26 @@ class Window:
         self.grad_norm = self.grad_norm + torch.where(skipped, 0.0, grad_norm)
         self.skipped = self.skipped + skipped
 
-    def summary(self, world_size: int = 1) -> dict[str, float]:
-        """Means over the window and over all ranks (one all-reduce, at logging steps only)."""
+    def summary(self, world_size: int = 1) -> dict[str, Any]:
+        """The window's metrics over all ranks (one all-reduce, at logging steps only)."""
         names = sorted(self.sums)
-        flat = [self.sums[k].float().reshape(1) for k in names]
+        flat = [self.sums[k].float().reshape(-1) for k in names]
         flat.append(torch.as_tensor(self.grad_norm, dtype=torch.float32).reshape(1))
-        if self.auc_hist is not None:
-            flat += [self.auc_hist[0], self.auc_hist[1]]
         packed = all_reduce_(torch.cat([t.to(flat[0].device) for t in flat])).cpu()
-        means = {k: packed[i].item() / (self.counts[k] * world_size) for i, k in enumerate(names)}
+        sums, offset = {}, 0
+        for k in names:
+            size = self.sums[k].numel()
+            sums[k] = packed[offset : offset + size].reshape(self.sums[k].shape)
+            offset += size
+        logged = self.metrics(sums, {k: self.counts[k] * world_size for k in names})
+        # The statistics' own means first, then the step's, then what the metrics derive: the
+        # columns of metrics.jsonl in the order they have always had.
+        record: dict[str, Any] = {k: logged.pop(k) for k in names if k in logged}
         skipped = int(self.skipped)
         taken = self.steps - skipped
-        means["grad_norm"] = packed[len(names)].item() / world_size / taken if taken else math.nan
-        means["skipped_steps"] = skipped
-        if self.auc_hist is not None:
-            bins = self.auc_hist[0].numel()
-            start = len(names) + 1
-            means["disc_auc"] = auc_from_histograms(
-                packed[start : start + bins], packed[start + bins :]
-            )
-        return means
+        record["grad_norm"] = packed[offset].item() / world_size / taken if taken else math.nan
+        record["skipped_steps"] = skipped
+        return {**record, **logged}
 
 
 def forward_backward(

@@ -59,8 +59,8 @@ from electra.errors import ElectraError
 from electra.hf.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
 from electra.jsonl import write_jsonl
 from electra.model.electra import ElectraLayer, count_parameters, format_count
-from electra.model.flops import official_train_flops
 from electra.objectives import Objective, build_objective, check_objective
+from electra.objectives.flops import official_train_flops
 
 
 def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
@@ -390,7 +390,7 @@ def _loop(
     stop_request: StopRequest,
 ) -> str:
     train, world = run.cfg.train, run.world
-    window = Window()
+    window = Window(run.objective.metrics)
     guard = NonFiniteGuard(run.device)
     start = time.perf_counter()
     while run.step < run.stop:
@@ -417,7 +417,7 @@ def _loop(
         # The loop's sync points: ranks agree here on stopping, and the guard is read.
         if log_now:
             _log(run, window, lr, start, logger, bar)
-            window = Window()
+            window = Window(run.objective.metrics)
         streak, current_streak = guard.read()
         if streak >= train.max_skipped_steps:
             return _non_finite_failure(run, streak)

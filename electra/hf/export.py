@@ -43,16 +43,12 @@ from electra.hf.pretrained import (
 )
 from electra.objectives import build_objective
 
-# Activations that `transformers.activations.ACT2FN` implements exactly as we do.
-HF_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
-
 
 def check_exportable(model: nn.Module, source: Path) -> None:
-    """Refuses what `transformers` ELECTRA cannot express: an activation it lacks, or weights
-    beyond its names (an unfolded GDES residual, say), rather than writing a model that loads but
-    computes something else."""
+    """Refuses what `transformers` ELECTRA cannot express, weights beyond its names (an unfolded
+    GDES residual, say), rather than writing a model that loads but computes something else. (Every
+    activation a ModelConfig accepts is one `transformers.activations.ACT2FN` computes alike.)"""
     cfg = model.config
-    check_activation(cfg.hidden_act, source)
     with torch.device("meta"):
         reference = set(type(model)(cfg).state_dict())
     extra = sorted(set(model.state_dict()) - reference)
@@ -60,14 +56,6 @@ def check_exportable(model: nn.Module, source: Path) -> None:
         raise ElectraError(
             f"{source}: weights {', '.join(extra[:3])} have no Hugging Face ELECTRA counterpart; "
             "export the model folder pretraining wrote (it folds them in)"
-        )
-
-
-def check_activation(hidden_act: str, source: Path) -> None:
-    if hidden_act not in HF_ACTIVATIONS:
-        raise ElectraError(
-            f"{source}: hidden_act={hidden_act!r} has no Hugging Face ELECTRA equivalent; "
-            "export is refused rather than writing a model that computes something else"
         )
 
 
@@ -130,7 +118,6 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
     source = finetuned_dir(model_path)
     task, model, tokenizer, cfg = load_finetuned(source)
     model.eval()
-    check_activation(model.config.hidden_act, source)
     head, state = hf_head_state(task, model, source)
     config = ELECTRA.config_json(head.hf_class, model.config, **hf_label_config(task, head))
     info = read_finetune_info(source)

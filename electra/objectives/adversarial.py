@@ -23,7 +23,7 @@ from torch import nn
 
 from electra.config import RunConfig
 from electra.errors import ElectraError
-from electra.objectives.base import StepOutput, register
+from electra.objectives.base import StepOutput, binary_loss, register
 from electra.objectives.electra import ReplacedTokenDetection
 from electra.objectives.losses import token_nll, weighted_mean
 
@@ -64,12 +64,12 @@ class Adversarial(ReplacedTokenDetection):
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
-        c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
-        disc_loss, out = self.discriminate(c, token_type_ids, attention_mask)
+        c, d = self.detect(input_ids, token_type_ids, attention_mask)
+        disc_loss, stats = binary_loss(d)
         m = c.masked
         with torch.no_grad():
             per_token = F.binary_cross_entropy_with_logits(
-                out.disc_logits, c.replaced.float(), reduction="none"
+                d.logits, c.replaced.float(), reduction="none"
             )
             reward = per_token.gather(1, m.positions)  # [B, N]
         # b = -log sigmoid(z) >= 0, as the reward is. It reads the generator's states without
@@ -80,18 +80,18 @@ class Adversarial(ReplacedTokenDetection):
             gen_loss = reinforce_loss(c.gen.logits, c.sampled, reward, baseline, m.writes)
         else:
             gen_loss = c.gen.loss
-        out.loss = self.cfg.gen_weight * gen_loss + self.cfg.disc_weight * disc_loss + value_loss
+        loss = self.cfg.gen_weight * gen_loss + self.cfg.disc_weight * disc_loss + value_loss
         with torch.no_grad():
             probs = c.gen.probs
             entropy = -(probs * probs.clamp(min=1e-30).log()).sum(-1)
-        out.stats.update(
+        stats.update(
             mlm_loss=c.gen.loss.detach(),
             mlm_acc=c.gen.acc,
             reward=weighted_mean(reward, m.writes),
             value_loss=value_loss.detach(),
             gen_entropy=weighted_mean(entropy, m.weights),
         )
-        return out
+        return StepOutput(loss, stats)
 
 
 def reinforce_loss(

@@ -2,9 +2,13 @@
 corruption steps the objectives are built from.
 
 An objective is an `nn.Module` that owns the networks it trains and maps a batch to a loss plus
-detached statistics; the encoders in `electra.model.electra` know nothing of it. Each objective is one
-class registered under its `objective.name`; the trainer builds it with `build_objective`, calls
-`begin_step` before each optimizer step and the module itself on each micro-batch.
+detached statistics; the encoders in `electra.model` know nothing of it, and the training step
+(`electra.engine.step`) knows nothing of objectives. Each objective is one class registered under
+its `objective.name`, and says, besides its step (docs/objectives.md, "Adding an objective"):
+which networks it trains (`build`, `models`), what of its statistics a log shows (`metrics`), and
+which networks a step runs (`step_networks`, `network_stages`), from which its FLOPs are counted
+(`electra.objectives.flops`). The trainer builds it with `build_objective`, calls `begin_step`
+before each optimizer step and the module itself on each micro-batch.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from electra.config import ModelConfig, ObjectiveConfig, RunConfig
 from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
 from electra.model.electra import ElectraForMaskedLM, gather_positions
+from electra.model.flops import Network
 from electra.objectives.losses import masked_lm_loss, weighted_mean
 from electra.objectives.masking import Masked, mask_tokens, replace_tokens
+from electra.objectives.metrics import AUC_HISTOGRAMS, auc_stat, mean_stats
 from electra.objectives.sampling import sample_categorical, sample_tokens
 
 OBJECTIVES: dict[str, type[Objective]] = {}
@@ -49,13 +55,22 @@ def objective_class(name: str) -> type[Objective]:
 
 @dataclass
 class StepOutput:
+    """What a step function returns to the training step: the loss to minimise and its
+    statistics, detached tensors that the trainer sums over a logging window (over the
+    micro-batches that report them: an objective may report some only in part of its schedule)
+    and hands back to `Objective.metrics` once per window."""
+
     loss: torch.Tensor
-    # Detached scalars, averaged by the trainer over a logging window (over the steps that report
-    # them: an objective may report some only in part of its schedule).
     stats: dict[str, torch.Tensor]
-    disc_logits: torch.Tensor | None = None  # [B, T], detached: for the discriminator's AUC
-    disc_labels: torch.Tensor | None = None
-    real_mask: torch.Tensor | None = None  # where the AUC is taken
+
+
+@dataclass
+class Detection:
+    """A discriminator's verdict on a corrupted batch: where its loss and its AUC are taken."""
+
+    logits: torch.Tensor  # [B, T] fp32 logit of "replaced" (of "noise" for Electric)
+    labels: torch.Tensor  # [B, T] bool
+    where: torch.Tensor  # [B, T] the tokens judged
 
 
 @dataclass
@@ -133,6 +148,26 @@ class Objective(nn.Module):
         """The trained networks by role, as plain ELECTRA models: each becomes a model folder."""
         raise NotImplementedError
 
+    @classmethod
+    def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
+        """The networks optimizer step `step` (0-based) runs, with their heads and whether each is
+        trained: what a step's FLOPs are counted from (`electra.objectives.flops`). Each objective
+        names its own; there is no default to fall back on."""
+        raise ElectraError(
+            f"objective.name={cls.name} does not say which networks its step runs, so its "
+            f"FLOPs cannot be counted: give {cls.__name__} a step_networks method"
+        )
+
+    @classmethod
+    def network_stages(cls, run: RunConfig, steps: int) -> list[tuple[int, int]]:
+        """Ranges [start, end) of the first `steps` steps over which `step_networks` is constant."""
+        return [(0, steps)]
+
+    def metrics(self, sums: dict[str, torch.Tensor], counts: dict[str, int]) -> dict[str, float]:
+        """A logging window's metrics from the sums of its steps' statistics over the `counts[k]`
+        micro-batches (of all ranks) that reported each: by default each scalar's mean."""
+        return mean_stats(sums, counts)
+
     def begin_step(self, step: int) -> None:
         """Called before optimizer step `step` (0-based); objectives that change with the
         schedule act here."""
@@ -177,12 +212,16 @@ class Objective(nn.Module):
         return Corruption(g, sampled, corrupted, replaced)
 
 
-def binary_loss(
-    logits: torch.Tensor, labels: torch.Tensor, where: torch.Tensor
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The discriminator's sigmoid cross-entropy as a token-level mean over `where`
+def slot_fraction(run: RunConfig) -> float:
+    """The fraction of positions a step's masked-LM head is run on: its slots per sequence."""
+    return run.objective.num_predictions(run.data.seq_len) / run.data.seq_len
+
+
+def binary_loss(d: Detection) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The discriminator's sigmoid cross-entropy as a token-level mean over `d.where`
     (docs/specification.md §Discriminator: all real tokens, [CLS] and [SEP] included), and its
-    accuracy and positive rate there."""
+    accuracy, positive rate and AUC histograms there (`electra.objectives.metrics`)."""
+    logits, labels, where = d.logits, d.labels, d.where
     per_token = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")
     loss = weighted_mean(per_token, where)
     with torch.no_grad():
@@ -190,6 +229,7 @@ def binary_loss(
             "disc_loss": loss.detach(),
             "disc_acc": weighted_mean(((logits > 0) == labels).float(), where),
             "replaced_frac": weighted_mean(labels.float(), where),
+            AUC_HISTOGRAMS: auc_stat(logits, labels, where),
         }
     return loss, stats
 

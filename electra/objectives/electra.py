@@ -12,17 +12,21 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from electra.config import ModelConfig, ObjectiveConfig
+from electra.config import ModelConfig, ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
 from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
+from electra.model.flops import Network
 from electra.objectives.base import (
     Corruption,
+    Detection,
     Objective,
     StepOutput,
     binary_loss,
     register,
+    slot_fraction,
 )
 from electra.objectives.masking import selected_positions
+from electra.objectives.metrics import detection_metrics
 from electra.objectives.sharing import build_pair, plain
 
 
@@ -44,27 +48,44 @@ class ReplacedTokenDetection(Objective):
     def models(self) -> dict[str, nn.Module]:
         return {"discriminator": plain(self.discriminator), "generator": self.generator}
 
+    @classmethod
+    def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
+        """The generator with its vocabulary head at the slots, and the discriminator."""
+        generator = generator_config(run.model, run.objective)
+        return [
+            Network(generator, mlm_frac=slot_fraction(run)),
+            Network(run.model, rtd_head=True),
+        ]
+
+    def metrics(self, sums: dict[str, torch.Tensor], counts: dict[str, int]) -> dict[str, float]:
+        return detection_metrics(sums, counts)  # the means and the discriminator's AUC
+
     def loss_positions(self, c: Corruption, attention_mask: torch.Tensor) -> torch.Tensor:
         """Where the discriminator's loss is taken: every real token."""
         return attention_mask.bool()
 
     def discriminate(
         self, c: Corruption, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
-    ) -> tuple[torch.Tensor, StepOutput]:
-        """The discriminator's loss on a corrupted batch, and the step output without a loss."""
+    ) -> Detection:
+        """The discriminator's verdict on a corrupted batch, where its loss is taken."""
         logits = self.discriminator(c.corrupted, token_type_ids, attention_mask).float()
-        where = self.loss_positions(c, attention_mask)
-        loss, stats = binary_loss(logits, c.replaced, where)
-        return loss, StepOutput(loss, stats, logits.detach(), c.replaced, where)
+        return Detection(logits, c.replaced, self.loss_positions(c, attention_mask))
+
+    def detect(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[Corruption, Detection]:
+        """The generator's corruption of a batch and the discriminator's verdict on it."""
+        c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
+        return c, self.discriminate(c, token_type_ids, attention_mask)
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
-        c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
-        disc_loss, out = self.discriminate(c, token_type_ids, attention_mask)
-        out.loss = self.cfg.gen_weight * c.gen.loss + self.cfg.disc_weight * disc_loss
-        out.stats.update(mlm_loss=c.gen.loss.detach(), mlm_acc=c.gen.acc)
-        return out
+        c, d = self.detect(input_ids, token_type_ids, attention_mask)
+        disc_loss, stats = binary_loss(d)
+        stats.update(mlm_loss=c.gen.loss.detach(), mlm_acc=c.gen.acc)
+        loss = self.cfg.gen_weight * c.gen.loss + self.cfg.disc_weight * disc_loss
+        return StepOutput(loss, stats)
 
 
 @register("electra15")

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import ModelConfig, ObjectiveConfig, generator_config
+from electra.config import ModelConfig, ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
 from electra.model.electra import (
     ElectraEmbeddings,
@@ -39,7 +39,8 @@ from electra.model.electra import (
     ElectraModel,
     init_weights,
 )
-from electra.objectives.base import Objective, StepOutput, binary_loss, register
+from electra.model.flops import Network
+from electra.objectives.base import Detection, Objective, StepOutput, binary_loss, register
 from electra.objectives.losses import argmax_hits, token_nll, weighted_mean
 from electra.objectives.masking import (
     first_writes,
@@ -48,6 +49,7 @@ from electra.objectives.masking import (
     selected_positions,
     write_slots,
 )
+from electra.objectives.metrics import detection_metrics
 from electra.objectives.sampling import sample_categorical, sample_tokens
 
 
@@ -100,13 +102,26 @@ class Electric(Objective):
     def models(self) -> dict[str, nn.Module]:
         return {"discriminator": self.discriminator}
 
-    def forward(
+    @classmethod
+    def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
+        """The two towers, priced as one encoder without a head and one with the cloze head at
+        every position, and the energy model with its per-token head."""
+        towers = generator_config(run.model, run.objective)
+        return [Network(towers), Network(towers, mlm_frac=1.0), Network(run.model, rtd_head=True)]
+
+    def metrics(self, sums: dict[str, torch.Tensor], counts: dict[str, int]) -> dict[str, float]:
+        return detection_metrics(sums, counts)  # the means and the AUC of the noise verdicts
+
+    def detect(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
-    ) -> StepOutput:
+    ) -> tuple[torch.Tensor, torch.Tensor, Detection]:
+        """The cloze model's loss and accuracy over every predictable token, and the energy
+        model's NCE verdict on the noised batch, over every real token."""
         logits = self.generator(input_ids, token_type_ids, attention_mask)
         nll, probs = token_nll(logits, input_ids)
         targets = predictable(input_ids, attention_mask, self.special)
         cloze_loss = weighted_mean(nll, targets)
+        cloze_acc = weighted_mean(argmax_hits(probs, input_ids), targets)
 
         positions, weights = select_positions(
             input_ids,
@@ -129,10 +144,13 @@ class Electric(Objective):
         with torch.no_grad():  # log q of the token present, a constant of the NCE logit
             log_q = probs.gather(-1, noised[..., None]).squeeze(-1).clamp(min=1e-30).log()
         logit = energy + log_q + math.log(self.cfg.mask_prob / (1 - self.cfg.mask_prob))
-        disc_loss, stats = binary_loss(logit, noise, attention_mask)
-        stats.update(
-            mlm_loss=cloze_loss.detach(),
-            mlm_acc=weighted_mean(argmax_hits(probs, input_ids), targets),
-        )
+        return cloze_loss, cloze_acc, Detection(logit, noise, attention_mask)
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> StepOutput:
+        cloze_loss, cloze_acc, d = self.detect(input_ids, token_type_ids, attention_mask)
+        disc_loss, stats = binary_loss(d)
+        stats.update(mlm_loss=cloze_loss.detach(), mlm_acc=cloze_acc)
         loss = self.cfg.gen_weight * cloze_loss + self.cfg.disc_weight * disc_loss
-        return StepOutput(loss, stats, logit.detach(), noise, attention_mask.bool())
+        return StepOutput(loss, stats)

@@ -19,14 +19,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import ModelConfig, ObjectiveConfig
+from electra.config import ModelConfig, ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
 from electra.model.electra import (
     ElectraDiscriminatorPredictions,
     ElectraForMaskedLM,
     init_weights,
 )
-from electra.objectives.base import Objective, StepOutput, register
+from electra.model.flops import Network
+from electra.objectives.base import Objective, StepOutput, register, slot_fraction
 from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
 from electra.objectives.masking import predictable
 from electra.objectives.sharing import build_pair
@@ -47,6 +48,11 @@ class MaskedLanguageModeling(Objective):
 
     def models(self) -> dict[str, nn.Module]:
         return {"mlm": self.mlm}
+
+    @classmethod
+    def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
+        """The full-size model with its vocabulary head at the slots."""
+        return [Network(run.model, mlm_frac=slot_fraction(run))]
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
@@ -71,6 +77,15 @@ class ReplaceMLM(Objective):
 
     def models(self) -> dict[str, nn.Module]:
         return {"mlm": self.mlm, "generator": self.generator}
+
+    @classmethod
+    def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
+        """The generator and the full-size model, each with its vocabulary head at the slots."""
+        frac = slot_fraction(run)
+        return [
+            Network(generator_config(run.model, run.objective), mlm_frac=frac),
+            Network(run.model, mlm_frac=frac),
+        ]
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
@@ -97,6 +112,16 @@ class AllTokensMLM(ReplaceMLM):
         super().__init__(*args, **kwargs)
         self.copy_gate = ElectraDiscriminatorPredictions(self.mlm.config)
         init_weights(self.copy_gate, self.mlm.config.initializer_range)
+
+    @classmethod
+    def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
+        """The generator, and the full-size model with its vocabulary head at every position and
+        the copy gate (a per-token head like the discriminator's)."""
+        generator = generator_config(run.model, run.objective)
+        return [
+            Network(generator, mlm_frac=slot_fraction(run)),
+            Network(run.model, mlm_frac=1.0, rtd_head=True),
+        ]
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor

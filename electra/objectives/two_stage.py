@@ -10,13 +10,15 @@ this below joint training; it is here to reproduce that comparison.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from electra.config import RunConfig, generator_config
 from electra.errors import ElectraError
-from electra.objectives.base import StepOutput, register
+from electra.model.flops import Network
+from electra.objectives.base import StepOutput, binary_loss, register, slot_fraction
 from electra.objectives.electra import ReplacedTokenDetection
 
 
@@ -51,6 +53,19 @@ class TwoStage(ReplacedTokenDetection):
             "two_stage_steps": (max(1, run.train.steps // 2), "half of train.steps"),
         }
 
+    @classmethod
+    def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
+        """The generator alone, then a frozen generator (forward only) and the discriminator."""
+        generator = Network(generator_config(run.model, run.objective), mlm_frac=slot_fraction(run))
+        if step < run.objective.two_stage_steps:
+            return [generator]
+        return [replace(generator, trained=False), Network(run.model, rtd_head=True)]
+
+    @classmethod
+    def network_stages(cls, run: RunConfig, steps: int) -> list[tuple[int, int]]:
+        switch = run.objective.two_stage_steps
+        return [(0, switch), (switch, steps)] if 0 < switch < steps else [(0, steps)]
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.second_stage = False
@@ -73,7 +88,6 @@ class TwoStage(ReplacedTokenDetection):
             return StepOutput(out.loss, {"mlm_loss": out.loss.detach(), "mlm_acc": out.acc})
         with torch.no_grad():
             c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
-        disc_loss, out = self.discriminate(c, token_type_ids, attention_mask)
-        out.loss = self.cfg.disc_weight * disc_loss
-        out.stats.update(mlm_loss=c.gen.loss, mlm_acc=c.gen.acc)
-        return out
+        disc_loss, stats = binary_loss(self.discriminate(c, token_type_ids, attention_mask))
+        stats.update(mlm_loss=c.gen.loss, mlm_acc=c.gen.acc)
+        return StepOutput(self.cfg.disc_weight * disc_loss, stats)

@@ -1,7 +1,7 @@
 """`electra experiment`: the paper's compute-matched comparison in one command.
 
 Each arm (an objective name, or a label with any config overrides) is pretrained at the same
-training FLOPs (`electra.model.flops.official_train_flops`, the paper's Table 1 convention), so arms that
+training FLOPs (`electra.objectives.flops.official_train_flops`, the paper's Table 1 convention), so arms that
 cost more per step take fewer steps. At `points` evenly spaced fractions of the budget the run's
 checkpoint becomes a model folder and is fine-tuned on the chosen GLUE tasks (or a task on the
 user's own files, `--task NAME --task-data DIR`) over several seeds, so each arm is a line of GLUE
@@ -41,8 +41,8 @@ from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
-from electra.model.flops import official_train_flops
 from electra.objectives import OBJECTIVES, check_objective
+from electra.objectives.flops import official_train_flops
 from electra.settings import resolve_run_settings
 from electra.tasks.glue import GLUE
 

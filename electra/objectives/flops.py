@@ -1,0 +1,45 @@
+"""What a pretraining run costs in FLOPs: the networks the objective says each step runs
+(`Objective.step_networks`), each priced by its architecture family (`electra.model.registry`), in
+the two conventions of `electra.model.flops` (say which one a figure uses).
+
+- `official_train_flops`: the official counter's, as in the paper's Table 1 (a trained network
+  costs 2x its forward pass, a frozen one 1x); what `train_flops` in metrics.jsonl and
+  `electra experiment`'s equal-compute arms count.
+- `model_flops_per_step`: matmuls only, a trained network 3x its forward pass; what MFU divides.
+
+An objective that does not name its networks is refused, not counted as ELECTRA.
+"""
+
+from __future__ import annotations
+
+from electra.config import RunConfig
+from electra.model.flops import TRAINED_PASSES
+from electra.model.registry import family
+from electra.objectives.base import objective_class
+
+
+def sequence_flops(cfg: RunConfig, step: int, convention: str) -> float:
+    """FLOPs of training step `step` (0-based) per sequence of the batch, in `convention`."""
+    trained, s = TRAINED_PASSES[convention], cfg.data.seq_len
+    total = 0.0
+    for n in objective_class(cfg.objective.name).step_networks(cfg, step):
+        forward = family().forward_flops(n, s, convention)
+        total += (trained if n.trained else 1) * forward
+    return total
+
+
+def official_train_flops(cfg: RunConfig, steps: float | None = None) -> float:
+    """Training FLOPs for the first `steps` steps (default: the run's) under the official
+    counter's convention: a trained network costs 2x its forward pass, a frozen one 1x."""
+    batch = cfg.train.batch_size
+    steps = cfg.train.steps if steps is None else steps
+    total = 0.0
+    for start, end in objective_class(cfg.objective.name).network_stages(cfg, int(steps)):
+        total += batch * (end - start) * sequence_flops(cfg, start, "official")
+    return total
+
+
+def model_flops_per_step(cfg: RunConfig, step: int = 0) -> float:
+    """Matmul FLOPs of training step `step` (3x forward for a trained network, 1x for a frozen
+    one), heads included, vocabulary projections only at the positions they are run on."""
+    return cfg.train.batch_size * sequence_flops(cfg, step, "model")
