@@ -98,6 +98,7 @@ def worker(args) -> None:
     from electra.data.store import PretrainingData
     from electra.engine.distributed import World
     from electra.engine.optim import learning_rate, set_learning_rate
+    from electra.engine.runtime import Runtime
     from electra.engine.step import Window
     from electra.engine.train import build, micro_batch_seed, resolve_run, step_function
 
@@ -106,7 +107,8 @@ def worker(args) -> None:
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
     nowhere = Path(tempfile.gettempdir()) / "electra-demo-step-unused"  # build writes nothing
     cfg = resolve_run(cfg, nowhere, False, data)[0]
-    run = build(cfg, nowhere, data, None, False, World(), torch.device("cpu"))
+    runtime = Runtime.of(cfg.train, torch.device("cpu"))
+    run = build(cfg, nowhere, data, None, False, World(), runtime)
     run_step, window, train = step_function(run), Window(run.objective.metrics), cfg.train
     run.objective.train()
 

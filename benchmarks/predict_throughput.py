@@ -113,7 +113,7 @@ def main() -> None:
     p.add_argument("--examples", type=int, default=2500)
     p.add_argument("--preset", default="small", help="the classifier's size (tiny: a toy run)")
     p.add_argument("--steps", type=int, default=30, help="fine-tuning steps before timing")
-    p.add_argument("--batch-size", type=int, default=0, help="ours (0: the task's, 64)")
+    p.add_argument("--batch-size", type=int, default=None, help="ours (default: the task's, 64)")
     p.add_argument("--hf-batch-sizes", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")

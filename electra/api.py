@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from electra.config import InferenceRuntime, RunConfig, preset
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.overrides import with_values
 from electra.settings import DEFAULT_PRESET, resolve_run_settings, resumed_config
 
 if TYPE_CHECKING:  # the tasks import torch
@@ -74,7 +73,7 @@ def finetune(
     recipe fields set over `cfg` (`epochs=1, seeds=3`), checked as the flags are."""
     from electra.finetuning.run import finetune as run
 
-    cfg = with_values(cfg or FinetuneConfig(), settings, source="electra.finetune")
+    cfg = FinetuneConfig.from_values(settings, source="electra.finetune", base=cfg)
     return run(model, task, data, out, cfg, overwrite=overwrite, resume=resume)
 
 

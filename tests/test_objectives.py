@@ -412,7 +412,9 @@ def test_each_objective_makes_its_own_metrics(tiny_model, special, name):
     from electra.objectives.metrics import AUC_HISTOGRAMS
 
     sizes = {"sharing": "none", "generator_hidden_fraction": 1.0} if name == "two_stage" else {}
-    obj = _build(tiny_model, special, name=name, **sizes, two_stage_steps=1)
+    obj = _build(
+        tiny_model, special, name=name, **sizes, two_stage_steps=1, adversarial_mlm_steps=0
+    )
     ids, types, attention = _batch(special, b=8)
     window = Window(obj.metrics)
     for step in range(2):  # two_stage: the generator alone, then the discriminator

@@ -77,11 +77,14 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
             )
 
     @classmethod
-    def from_values(cls, values: dict[str, Any], source: str) -> FinetuneConfig:
+    def from_values(
+        cls, values: dict[str, Any], source: str, base: FinetuneConfig | None = None
+    ) -> FinetuneConfig:
         """The recipe from named values, typed or strings (`electra.config.with_values`): a
         family's settings nested (`{"qa": {"qa_head": ...}}`, as `finetune.json` saves them) or
         flat (`{"qa_head": ...}`, as the command line, `--finetune-set` and the `finetune.json` of
-        models fine-tuned before the families had their own settings give them)."""
+        models fine-tuned before the families had their own settings give them), set over `base`
+        (default: the defaults)."""
         owner = {f.name: family for family, kind in FAMILIES.items() for f in fields(kind)}
         top: dict[str, Any] = {}
         nested: dict[str, dict[str, Any]] = {family: {} for family in FAMILIES}
@@ -95,7 +98,7 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
                 raise unknown_key(key, [*known, *owner], source)
             else:
                 top[key] = value
-        cfg = with_values(cls(), top, source)
+        cfg = with_values(base or cls(), top, source)
         sections = {
             family: with_values(getattr(cfg, family), given, source)
             for family, given in nested.items()
