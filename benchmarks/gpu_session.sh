@@ -71,7 +71,7 @@ speed)
         --warmup 10 --steps 20 --rounds 5 --skip-memory)
     # First, that a captured step trains as eager steps do (every objective, fp32 and bf16;
     # fine-tuning's steps over several batch shapes, and its prediction).
-    run graphs-test 150 python3 -m pytest -q -p no:cacheprovider tests/test_graphs.py
+    run graphs-test 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests
     # Item 1's target: the trainer itself, captured (compiled inside), on real data.
     run trainer-small 150 python3 -m electra.cli pretrain --preset small --data "$data" \
         --out "$work/trainer-small" --steps 600 --compile --cuda-graph \

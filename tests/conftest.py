@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import itertools
+import json
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
+from electra.cli.main import main
 from electra.config import ModelConfig, ObjectiveConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
@@ -17,6 +22,17 @@ from electra.data.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def pytest_collection_modifyitems(config, items):
+    """GPU-only tests carry one marker, `gpu`, and skip together where there is no CUDA GPU (they
+    run on the GPU machine: benchmarks/gpu_session.sh)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU: a `gpu` test runs on the GPU machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
 
 
 def shared_data(*parts: str) -> Path:
@@ -166,3 +182,157 @@ def tiny_cfg(data, **overrides):
     }
     o.update(overrides)
     return apply_overrides(preset("tiny"), o)
+
+
+# --- helpers shared by the test files ----------------------------------------------------------
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("electra: error:")]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+FAST_OWN_FLAGS = ["--batch-size", "8", "--no-progress", "--lr", "3e-3", "--epochs", "1"]
+FAST_OWN_FLAGS += ["--max-seq-len", "32", "--device", "cpu"]
+
+
+def glue_rows(task: str, split: str, n: int) -> list[dict[str, str]]:
+    """The first `n` rows of a GLUE TSV as dicts by header name (quoting off, as GLUE needs)."""
+    path = shared_data("glue", task, f"{split}.tsv")
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader)
+        return [dict(zip(header, row, strict=True)) for row in itertools.islice(reader, n)]
+
+
+def write_csv(path, header, rows, delimiter=","):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter=delimiter, quoting=quoting, escapechar="\\")
+        writer.writerows([header, *rows])
+    return path
+
+
+def write_tsv(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join("\t".join(map(str, r)) for r in rows) + "\n")
+    return path
+
+
+FILLER = [w for w in WORDS if w not in ("good", "bad")]
+
+
+def sentence(i, n=6):
+    return " ".join(FILLER[(i * 5 + j * 3) % len(FILLER)] for j in range(n))
+
+
+FAST_FLAGS = ["--batch-size", "8", "--no-progress", "--lr", "3e-3"]
+
+
+def evaluate_cli(capsys, model, data, *extra):
+    return run_cli(capsys, "evaluate", "--model", model, "--data", data, *extra)
+
+
+def finetune_cli(capsys, model, task, data, out, *extra):
+    return run_cli(
+        capsys, "finetune", "--model", model, "--task", task, "--data", data, "--out", out, *extra
+    )
+
+
+def varied_sst_dir(root, n=32):
+    """SST-2-format files as `sst_dir`'s, with sentences of 1 to 6 filler words."""
+    rows = [[f"{sentence(i, 1 + i % 6)} {'good' if i % 2 else 'bad'}", i % 2] for i in range(n)]
+    write_tsv(root / "train.tsv", [["sentence", "label"], *rows])
+    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[:8]])
+    return root
+
+
+def train_losses(capsys, model, data, out, *flags):
+    """Two epochs of SST-2 with dropout off, in fp32 (a GPU would default to bf16, whose rounding
+    the comparisons of these losses do not allow): the recipe and its per-epoch training losses."""
+    code, _, err = finetune_cli(
+        capsys,
+        model,
+        "sst2",
+        data,
+        out,
+        *("--epochs", "2", "--dropout", "0", "--precision", "fp32"),
+        *FAST_FLAGS,
+        *flags,
+    )
+    assert code == 0, err
+    results = json.loads((out / "results.json").read_text())
+    return results["config"], results["per_seed"][0]["train_loss"]
+
+
+def random_batch(special, b=64, t=40, vocab=100, seed=0):
+    """Rows of [CLS] tokens [SEP] tokens [SEP] with varying real lengths, then padding."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (b, t), generator=g)
+    lengths = torch.randint(8, t + 1, (b,), generator=g)
+    pos = torch.arange(t)[None, :]
+    attention = (pos < lengths[:, None]).long()
+    ids[:, 0] = special.cls
+    ids[torch.arange(b), lengths - 1] = special.sep
+    ids[torch.arange(b), lengths // 2] = special.sep
+    ids = ids.masked_fill(attention == 0, special.pad)
+    types = ((pos > (lengths // 2)[:, None]) & (attention == 1)).long()
+    return ids, types, attention
+
+
+CONTEXT = (
+    "John went to the store yesterday . The big red car was in Paris , the capital city of "
+    "France . Mary sat on the mat and it was not very fun . The green tree ran to the river bank ."
+)
+
+
+def squad_file(path, questions, context=CONTEXT):
+    data = {
+        "version": "v2.0",
+        "data": [{"title": "t", "paragraphs": [{"context": context, "qas": questions}]}],
+    }
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def qa(qid, question, answer=None, impossible=False, start=None):
+    answers = (
+        []
+        if answer is None
+        else [{"text": answer, "answer_start": CONTEXT.index(answer) if start is None else start}]
+    )
+    return {"id": qid, "question": question, "answers": answers, "is_impossible": impossible}
+
+
+def predict_cli(capsys, model, *args):
+    return run_cli(capsys, "predict", "--model", model, *args)
+
+
+def stdin_lines(monkeypatch, text):
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+
+
+# Flags of a tiny pretraining run, for the commands that pretrain arms (experiment).
+TINY_OVERRIDES = {
+    "model.hidden_size": "32",
+    "model.embedding_size": "16",
+    "model.num_hidden_layers": "2",
+    "model.num_attention_heads": "2",
+    "model.intermediate_size": "64",
+    "train.batch_size": "8",
+    "train.warmup_steps": "2",
+    "train.log_every": "5",
+    "train.save_every": "100",
+    "train.progress": "false",
+    "train.tensorboard": "false",
+}

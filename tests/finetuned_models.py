@@ -15,12 +15,8 @@ from electra.finetuning.run import finetune
 from electra.hf.pretrained import save_pretrained
 from electra.model.electra import ElectraForPreTraining
 
-from .conftest import shared_data, tiny_model_config
+from .conftest import CONTEXT, shared_data, tiny_model_config
 
-CONTEXT = (
-    "John went to the store yesterday . The big red car was in Paris , the capital city of "
-    "France . Mary sat on the mat and it was not very fun . The green tree ran to the river bank ."
-)
 QUESTIONS = [
     ("q1", "where was the car ?", "Paris"),
     ("q2", "who sat on the mat ?", "Mary"),

@@ -15,8 +15,7 @@ from electra.tasks.glue import Example
 from electra.tasks.ner import Sentence
 from electra.tasks.squad import Question
 
-from .conftest import shared_data
-from .test_finetune import FAST, evaluate_cli, finetune_cli, sentence, write_tsv
+from .conftest import FAST_FLAGS, evaluate_cli, finetune_cli, sentence, shared_data, write_tsv
 
 
 def examples(*labels):
@@ -204,7 +203,7 @@ def test_a_run_that_predicts_one_class_is_flagged_and_warned(tmp_path, capsys, t
     write_tsv(tmp_path / "sst" / "dev.tsv", [["sentence", "label"], *dev])
     out = tmp_path / "ft"
     code, stdout, err = finetune_cli(
-        capsys, tiny_pretrained, "sst2", tmp_path / "sst", out, "--epochs", "2", *FAST
+        capsys, tiny_pretrained, "sst2", tmp_path / "sst", out, "--epochs", "2", *FAST_FLAGS
     )
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())

@@ -14,19 +14,7 @@ import torch
 from electra.cli.main import main
 from electra.model import kernels
 
-
-def run_cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code, err, *needles):
-    assert code == 2
-    lines = [line for line in err.splitlines() if line.startswith("electra: error:")]
-    assert len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+from .conftest import assert_one_line_error, run_cli
 
 
 @pytest.fixture(scope="module")

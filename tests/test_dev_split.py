@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from .test_cli import assert_one_line_error, run_cli
-from .test_own_data import FAST, glue_rows, write_csv
+from .conftest import FAST_OWN_FLAGS, assert_one_line_error, glue_rows, run_cli, write_csv
 
 SENTIMENT = {"0": "negative", "1": "positive"}
 
@@ -20,7 +19,9 @@ def one_csv(root, n=40):
 
 
 def finetune(capsys, model, out, *args, task="classification"):
-    return run_cli(capsys, "finetune", "--model", model, "--task", task, "--out", out, *args, *FAST)
+    return run_cli(
+        capsys, "finetune", "--model", model, "--task", task, "--out", out, *args, *FAST_OWN_FLAGS
+    )
 
 
 @pytest.mark.parametrize("how", ["--data", "--train"])

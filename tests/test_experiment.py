@@ -13,21 +13,7 @@ from electra.objectives.flops import official_train_flops
 from electra.recipes import experiment
 from electra.recipes.experiment import Arm, Plan, arm_config, parse_arm, resolve
 
-from .conftest import shared_data
-
-TINY = {
-    "model.hidden_size": "32",
-    "model.embedding_size": "16",
-    "model.num_hidden_layers": "2",
-    "model.num_attention_heads": "2",
-    "model.intermediate_size": "64",
-    "train.batch_size": "8",
-    "train.warmup_steps": "2",
-    "train.log_every": "5",
-    "train.save_every": "100",
-    "train.progress": "false",
-    "train.tensorboard": "false",
-}
+from .conftest import TINY_OVERRIDES, shared_data
 
 
 def test_arms_parse():
@@ -50,7 +36,7 @@ def _plan(data, glue, **kw):
         tasks=["rte"],
         seeds=1,
         steps=20,
-        pretrain_set=TINY,
+        pretrain_set=TINY_OVERRIDES,
     )
     return Plan(**{**fields, **kw})
 
@@ -90,7 +76,7 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
     args = ["experiment", "--data", str(wikitext_data), "--glue", str(glue), "--out", str(out)]
     args += ["--arm", "electra", "--arm", "mlm", "--steps", "12", "--points", "2"]
     args += ["--tasks", "rte", "--seeds", "1", "--pretrain-set"]
-    args += [f"{k}={v}" for k, v in TINY.items()]
+    args += [f"{k}={v}" for k, v in TINY_OVERRIDES.items()]
     args += ["--finetune-set", "max_train_examples=32", "epochs=1"]
     assert main(args) == 0
     table = capsys.readouterr().out

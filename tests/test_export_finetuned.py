@@ -16,8 +16,8 @@ from electra.hf import head_rewrite
 from electra.hf.finetuned import load_finetuned
 from electra.hf.head_rewrite import exact_classification_head
 
-from .finetuned_models import CONTEXT, best_seed, data_dirs, finetuned
-from .test_cli import assert_one_line_error, run_cli
+from .conftest import CONTEXT, assert_one_line_error, run_cli
+from .finetuned_models import best_seed, data_dirs, finetuned
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (the hf extra) not installed"

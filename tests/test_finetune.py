@@ -25,21 +25,22 @@ from electra.tasks.base import pack
 from electra.tasks.ner import read_conll
 from electra.tasks.tagging import IGNORE
 
-from .conftest import WORDS, shared_data, tiny_model_config
-from .test_cli import assert_one_line_error, run_cli
-
-
-def write_tsv(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join("\t".join(map(str, r)) for r in rows) + "\n")
-    return path
-
-
-FILLER = [w for w in WORDS if w not in ("good", "bad")]
-
-
-def sentence(i, n=6):
-    return " ".join(FILLER[(i * 5 + j * 3) % len(FILLER)] for j in range(n))
+from .conftest import (
+    FAST_FLAGS,
+    WORDS,
+    assert_one_line_error,
+    evaluate_cli,
+    finetune_cli,
+    qa,
+    run_cli,
+    sentence,
+    shared_data,
+    squad_file,
+    tiny_model_config,
+    train_losses,
+    varied_sst_dir,
+    write_tsv,
+)
 
 
 def sst_dir(root, n=24):
@@ -155,7 +156,7 @@ def test_mnli_reports_both_dev_sets_and_writes_both_submissions(tmp_path, capsys
         write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header[:10], *[r[:10] for r in rows[:4]]])
     out = tmp_path / "ft"
     code, _, err = finetune_cli(
-        capsys, tiny_pretrained, "mnli", tmp_path / "MNLI", out, "--epochs", "1", *FAST
+        capsys, tiny_pretrained, "mnli", tmp_path / "MNLI", out, "--epochs", "1", *FAST_FLAGS
     )
     assert code == 0, err
     metrics = json.loads((out / "results.json").read_text())["metrics"]
@@ -320,24 +321,12 @@ def test_prediction_batches_by_length_and_keeps_the_examples_order(
 
 # --- end to end through the command line ----------------------------------------------------------
 
-FAST = ["--batch-size", "8", "--no-progress", "--lr", "3e-3"]
-
-
-def evaluate_cli(capsys, model, data, *extra):
-    return run_cli(capsys, "evaluate", "--model", model, "--data", data, *extra)
-
-
-def finetune_cli(capsys, model, task, data, out, *extra):
-    return run_cli(
-        capsys, "finetune", "--model", model, "--task", task, "--data", data, "--out", out, *extra
-    )
-
 
 def test_glue_finetune_learns_writes_results_and_evaluates(tmp_path, capsys, tiny_pretrained):
     data = sst_dir(tmp_path / "sst")
     out = tmp_path / "ft"
     code, stdout, err = finetune_cli(
-        capsys, tiny_pretrained, "sst2", data, out, "--epochs", "15", "--seeds", "2", *FAST
+        capsys, tiny_pretrained, "sst2", data, out, "--epochs", "15", "--seeds", "2", *FAST_FLAGS
     )
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
@@ -370,7 +359,7 @@ def test_resume_keeps_finished_seeds_of_the_same_recipe_only(tmp_path, capsys, t
     with the same recipe and model, retrains the rest, and ignores seeds of another recipe."""
     data = sst_dir(tmp_path / "sst")
     out = tmp_path / "ft"
-    args = ("--epochs", "2", "--seeds", "2", *FAST)
+    args = ("--epochs", "2", "--seeds", "2", *FAST_FLAGS)
     assert finetune_cli(capsys, tiny_pretrained, "sst2", data, out, *args)[0] == 0
     full = json.loads((out / "results.json").read_text())
     # As if killed during seed 1: seed 0 finished, seed 1 half-written (no results.json).
@@ -395,32 +384,6 @@ def test_resume_keeps_finished_seeds_of_the_same_recipe_only(tmp_path, capsys, t
     )
     assert code == 0 and "kept" not in err
     assert not (out / "seed_0" / "marker").exists()
-
-
-def varied_sst_dir(root, n=32):
-    """SST-2-format files as `sst_dir`'s, with sentences of 1 to 6 filler words."""
-    rows = [[f"{sentence(i, 1 + i % 6)} {'good' if i % 2 else 'bad'}", i % 2] for i in range(n)]
-    write_tsv(root / "train.tsv", [["sentence", "label"], *rows])
-    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[:8]])
-    return root
-
-
-def train_losses(capsys, model, data, out, *flags):
-    """Two epochs of SST-2 with dropout off, in fp32 (a GPU would default to bf16, whose rounding
-    the comparisons of these losses do not allow): the recipe and its per-epoch training losses."""
-    code, _, err = finetune_cli(
-        capsys,
-        model,
-        "sst2",
-        data,
-        out,
-        *("--epochs", "2", "--dropout", "0", "--precision", "fp32"),
-        *FAST,
-        *flags,
-    )
-    assert code == 0, err
-    results = json.loads((out / "results.json").read_text())
-    return results["config"], results["per_seed"][0]["train_loss"]
 
 
 def test_compiled_fine_tuning_matches_eager(tmp_path, capsys, tiny_pretrained):
@@ -461,7 +424,7 @@ def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
         "--epochs",
         "1",
         "--double-unordered",
-        *FAST,
+        *FAST_FLAGS,
     )
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
@@ -475,7 +438,7 @@ def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
         sst_dir(tmp_path / "s"),
         tmp_path / "x",
         "--double-unordered",
-        *FAST,
+        *FAST_FLAGS,
     )
     assert_one_line_error(code, err, "double_unordered applies to MRPC and STS-B")
 
@@ -489,7 +452,7 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
     for name in ("train.txt", "valid.txt"):  # a copy of train as dev is refused: one line more
         (conll / name).write_text("-DOCSTART- -X- -X- O\n\n" + text * (1 + (name == "valid.txt")))
     code, _, err = finetune_cli(
-        capsys, tiny_pretrained, "ner", conll, tmp_path / "ner", "--epochs", "8", *FAST
+        capsys, tiny_pretrained, "ner", conll, tmp_path / "ner", "--epochs", "8", *FAST_FLAGS
     )
     assert code == 0, err
     results = json.loads((tmp_path / "ner" / "results.json").read_text())
@@ -507,8 +470,6 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
     assert scored["submission_files"] == [] and scored["examples"] == {"test": 1}
     tagged = (tmp_path / "ner" / "seed_0" / "eval-test" / "predictions.jsonl").read_text()
     assert json.loads(tagged)["label"] == ["B-LOC", "O", "B-PER"]
-
-    from .test_squad import qa, squad_file
 
     squad = tmp_path / "squad"
     squad.mkdir()
@@ -532,7 +493,7 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
         "32",
         "--doc-stride",
         "8",
-        *FAST,
+        *FAST_FLAGS,
     )
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
@@ -617,7 +578,7 @@ def test_an_hf_folder_fine_tunes(tmp_path, capsys, task_tokenizer):
         tmp_path / "ft",
         "--epochs",
         "1",
-        *FAST,
+        *FAST_FLAGS,
     )
     assert code == 0, err
     ours = load_file(tmp_path / "ft" / "seed_0" / "model.safetensors")
@@ -632,7 +593,7 @@ def test_an_hf_folder_fine_tunes(tmp_path, capsys, task_tokenizer):
 
 def test_bad_task_files_get_one_line_errors_naming_file_and_line(tmp_path, capsys, tiny_pretrained):
     def finetune(task, data, out="out"):
-        return finetune_cli(capsys, tiny_pretrained, task, data, tmp_path / out, *FAST)
+        return finetune_cli(capsys, tiny_pretrained, task, data, tmp_path / out, *FAST_FLAGS)
 
     good = sst_dir(tmp_path / "sst")
     code, _, err = finetune("rte", good)  # an SST-2 folder given as RTE: the header is wrong
@@ -671,7 +632,7 @@ def test_cuda_graph_off_a_gpu_is_refused_before_anything_is_written(
     out = tmp_path / "ft"
     data = sst_dir(tmp_path / "sst")
     code, _, err = finetune_cli(
-        capsys, tiny_pretrained, "sst2", data, out, "--cuda-graph", "--device", "cpu", *FAST
+        capsys, tiny_pretrained, "sst2", data, out, "--cuda-graph", "--device", "cpu", *FAST_FLAGS
     )
     assert_one_line_error(code, err, "cuda_graph captures the step on a CUDA GPU", "on cpu")
     assert not out.exists() and not (tmp_path / ".ft.tmp").exists()

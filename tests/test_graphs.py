@@ -27,12 +27,6 @@ from electra.tasks.base import Encoded
 
 from .conftest import tiny_model_config
 
-needs_cuda = pytest.mark.skipif(
-    not torch.cuda.is_available(),
-    reason="no CUDA GPU: the captured step is checked on the GPU machine "
-    "(benchmarks/gpu_session.sh speed)",
-)
-
 
 def test_settings_that_cannot_be_captured_are_refused():
     with pytest.raises(ElectraError, match="train.grad_accum=1"):
@@ -115,7 +109,7 @@ def _train(name: str, graphed: bool, steps: int, precision: str, compile: bool =
     return weights, window.summary()
 
 
-@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
 def test_replays_train_as_eager_steps_do(name):
     """12 steps: 3 eager, a capture and replays, and for two_stage and adversarial a switch at
@@ -130,7 +124,7 @@ def test_replays_train_as_eager_steps_do(name):
         assert graphed_stats["disc_auc"] == pytest.approx(eager_stats["disc_auc"], abs=1e-3)
 
 
-@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("compile", [False, True])
 def test_replays_in_bf16_and_compiled(compile):
     eager, _ = _train("electra", graphed=False, steps=8, precision="bf16", compile=compile)
@@ -195,7 +189,7 @@ def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
     return weights, losses, captured
 
 
-@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("precision, compile", [("fp32", False), ("bf16", False), ("bf16", True)])
 def test_captured_fine_tuning_trains_as_eager_steps_do(monkeypatch, precision, compile):
     """100 rows in batches of 8 for 3 epochs: full batches of two widths (19 of 64, 17 of 32),
@@ -212,7 +206,7 @@ def test_captured_fine_tuning_trains_as_eager_steps_do(monkeypatch, precision, c
     assert graphed_losses == pytest.approx(eager_losses, rel=tol["rtol"])
 
 
-@needs_cuda
+@pytest.mark.gpu
 def test_replays_draw_new_dropout_masks(monkeypatch):
     """At LR 0 over 8 copies of one row, every epoch's loss differs only by its dropout masks:
     the replays (from epoch 5) must not repeat one."""
@@ -223,7 +217,7 @@ def test_replays_draw_new_dropout_masks(monkeypatch):
     assert len(set(losses[4:])) == len(losses[4:]), losses
 
 
-@needs_cuda
+@pytest.mark.gpu
 def test_captured_prediction_matches_eager(monkeypatch):
     task = get_task("sst2")
     torch.manual_seed(0)

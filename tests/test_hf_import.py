@@ -17,8 +17,7 @@ from electra.hf.from_transformers import load_encoder
 from electra.model.electra import ElectraModel
 from electra.tasks.qa import Question
 
-from .conftest import WORDS, tiny_model_config
-from .test_cli import assert_one_line_error, run_cli
+from .conftest import WORDS, assert_one_line_error, run_cli, tiny_model_config
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (the hf extra) not installed"

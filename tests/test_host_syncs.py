@@ -30,8 +30,7 @@ from electra.objectives import OBJECTIVES, build_objective
 from electra.tasks import get_task
 from electra.tasks.tagging import IGNORE
 
-from .conftest import tiny_model_config
-from .test_objective import _batch
+from .conftest import random_batch, tiny_model_config
 
 aten = torch.ops.aten
 # Ops whose result the host must wait for: a scalar read, or an output shaped by the data.
@@ -111,7 +110,7 @@ def test_training_step_reads_nothing_back(name, tiny_model, special, monkeypatch
     )
     params = [p for p in objective.parameters() if p.requires_grad]
     settings = {"precision": train.precision, "clip_norm": train.clip_norm}
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": attention}
     window = Window()
     for step in range(3):  # through the switches of two_stage and adversarial at step 1
@@ -124,7 +123,7 @@ def test_training_step_reads_nothing_back(name, tiny_model, special, monkeypatch
 
 def _task_batch(name: str, special, b: int = 8, t: int = 40) -> dict[str, torch.Tensor]:
     """A padded batch of task `name`'s training tensors, rows of varied lengths."""
-    ids, types, attention = _batch(special, b=b, t=t)
+    ids, types, attention = random_batch(special, b=b, t=t)
     attention[1::2, t // 2 :] = 0  # half the rows shorter
     batch = {"input_ids": ids * attention, "token_type_ids": types, "attention_mask": attention}
     g = torch.Generator().manual_seed(1)

@@ -1,6 +1,7 @@
 """The package's import graph has no circle, counting imports inside functions too."""
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "electra"
@@ -59,3 +60,15 @@ def test_the_tree_is_one_level_of_subpackages():
     shared = {"errors", "atomic", "jsonl", "config", "overrides", "settings", "api"}
     assert top <= {"__init__.py", *(f"{name}.py" for name in shared)}
     assert not [p for p in PACKAGE.glob("*/*/*.py")], "subpackages are one level deep"
+
+
+def test_gpu_only_tests_carry_the_one_marker():
+    """A GPU-only test says so with `@pytest.mark.gpu` (conftest.py skips those without CUDA),
+    never with its own skip condition, so `pytest -m gpu` runs them all on the GPU machine."""
+    tests = Path(__file__).resolve().parent
+    own = [
+        p.name
+        for p in tests.glob("*.py")
+        if re.search(r"skipif\([^)]*cuda", p.read_text(encoding="utf-8"))
+    ]
+    assert not own, f"use @pytest.mark.gpu in {own}"

@@ -14,8 +14,7 @@ from electra.finetuning.config import FinetuneConfig
 from electra.tasks import get_task
 from electra.tasks.settings import ClassificationSettings
 
-from .test_cli import assert_one_line_error, run_cli
-from .test_own_data import FAST
+from .conftest import FAST_OWN_FLAGS, assert_one_line_error, run_cli
 
 EXCEL = (
     '\ufefftext;label\r\n"a fine; warm film";positive\r\ndull;negative\r\n"so ""so""";negative\r\n'
@@ -117,14 +116,18 @@ def test_settings_out_of_range_are_one_line_and_write_nothing(case, tmp_path, ca
     train = tmp_path / "train.csv"
     train.write_text("text,label\na,x\nb,y\nc,x\nd,y\n")
     args = ["finetune", "--model", tmp_path, "--task", "classification", "--out", tmp_path / "o"]
-    code, _, err = run_cli(capsys, *args, "--train", train, "--dev-split", "0.5", *FAST, *flags)
+    code, _, err = run_cli(
+        capsys, *args, "--train", train, "--dev-split", "0.5", *FAST_OWN_FLAGS, *flags
+    )
     assert_one_line_error(code, err, needle)
     assert not (tmp_path / "o").exists()
 
 
 def test_a_folder_given_as_a_file_names_the_flag_for_folders(tmp_path, capsys, tiny_pretrained):
     args = ["finetune", "--model", tiny_pretrained, "--task", "classification"]
-    code, _, err = run_cli(capsys, *args, "--out", tmp_path / "o", "--train", tmp_path, *FAST)
+    code, _, err = run_cli(
+        capsys, *args, "--out", tmp_path / "o", "--train", tmp_path, *FAST_OWN_FLAGS
+    )
     assert_one_line_error(code, err, "--train", "is a folder", "as --data")
 
 
@@ -135,7 +138,7 @@ def test_an_excel_csv_fine_tunes_end_to_end(tmp_path, capsys, tiny_pretrained):
     train = tmp_path / "mine.csv"
     train.write_bytes(("\ufefftext;label\r\n" + rows).encode("utf-8"))
     args = ["finetune", "--model", tiny_pretrained, "--task", "classification"]
-    args += ["--out", tmp_path / "o", "--data", train, "--dev-split", "0.25", *FAST]
+    args += ["--out", tmp_path / "o", "--data", train, "--dev-split", "0.25", *FAST_OWN_FLAGS]
     code, stdout, err = run_cli(capsys, *args)
     assert code == 0, err
     assert "semicolons" in err and "classification dev accuracy" in stdout

@@ -12,25 +12,12 @@ from electra.objectives.losses import masked_lm_loss
 from electra.objectives.masking import mask_tokens, replace_tokens, select_positions
 from electra.objectives.sampling import sample_categorical, sample_tokens
 
-
-def _batch(special, b=64, t=40, vocab=100, seed=0):
-    """Rows of [CLS] tokens [SEP] tokens [SEP] with varying real lengths, then padding."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(5, vocab, (b, t), generator=g)
-    lengths = torch.randint(8, t + 1, (b,), generator=g)
-    pos = torch.arange(t)[None, :]
-    attention = (pos < lengths[:, None]).long()
-    ids[:, 0] = special.cls
-    ids[torch.arange(b), lengths - 1] = special.sep
-    ids[torch.arange(b), lengths // 2] = special.sep
-    ids = ids.masked_fill(attention == 0, special.pad)
-    types = ((pos > (lengths // 2)[:, None]) & (attention == 1)).long()
-    return ids, types, attention
+from .conftest import random_batch
 
 
 @pytest.mark.parametrize("distinct", [False, True])
 def test_masking_exact_count_never_special_or_padding(special, distinct):
-    ids, _, attention = _batch(special)
+    ids, _, attention = random_batch(special)
     cfg = ObjectiveConfig()
     num_slots = cfg.num_predictions(40)  # int(0.155 * 40) = 6
     repeats = 0
@@ -108,7 +95,7 @@ def test_a_position_drawn_twice_is_written_once_and_counted_twice(special):
 
 def test_mask_keep_random_split_proportions(special):
     torch.manual_seed(0)
-    ids, _, attention = _batch(special, b=256)
+    ids, _, attention = random_batch(special, b=256)
     cfg = ObjectiveConfig(mask_frac=0.8, keep_frac=0.1, random_frac=0.1)
     counts = torch.zeros(3)
     for _ in range(30):
@@ -132,7 +119,7 @@ def test_mask_keep_random_split_proportions(special):
 
 def test_default_split_is_official_85_15_0(special):
     torch.manual_seed(1)
-    ids, _, attention = _batch(special, b=256)
+    ids, _, attention = random_batch(special, b=256)
     cfg = ObjectiveConfig()
     m = mask_tokens(ids, attention, special, cfg, cfg.num_predictions(40), vocab_size=100)
     used = m.weights.bool()
@@ -193,7 +180,7 @@ def test_discriminator_loss_sends_no_gradient_into_the_generator(
     tiny_model, objective_cfg, special
 ):
     torch.manual_seed(0)
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     objective_cfg.gen_weight = 0.0  # the loss is now 50 * RTD alone
     obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
     obj(ids, types, attention).loss.backward()
@@ -214,7 +201,7 @@ def test_discriminator_loss_sends_no_gradient_into_the_generator(
 
 def test_sample_equal_to_original_is_labelled_original(special):
     torch.manual_seed(0)
-    ids, _, attention = _batch(special, b=8)
+    ids, _, attention = random_batch(special, b=8)
     cfg = ObjectiveConfig()
     m = mask_tokens(ids, attention, special, cfg, cfg.num_predictions(40), vocab_size=100)
     # A generator that samples every original back: nothing is replaced.
@@ -236,7 +223,7 @@ def test_sample_equal_to_original_is_labelled_original(special):
 def test_labels_mark_exactly_the_changed_real_tokens(tiny_model, objective_cfg, special):
     torch.manual_seed(0)
     obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
-    ids, types, attention = _batch(special, b=16)
+    ids, types, attention = random_batch(special, b=16)
     out = obj(ids, types, attention)
     _, d = obj.detect(ids, types, attention)
     labels = d.labels
@@ -254,7 +241,7 @@ def test_mlm_baseline_objective(tiny_model, special):
     cfg = ObjectiveConfig(name="mlm", mask_frac=0.8, keep_frac=0.1, random_frac=0.1)
     obj = build_objective(tiny_model, cfg, special, seq_len=40)
     assert set(obj.models()) == {"mlm"}
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     out = obj(ids, types, attention)
     assert out.loss.item() == pytest.approx(torch.log(torch.tensor(100.0)).item(), rel=0.1)
     out.loss.backward()

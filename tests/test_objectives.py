@@ -30,8 +30,7 @@ from electra.objectives.masking import selected_positions
 from electra.objectives.mlm import copy_mixture_log_prob
 from electra.objectives.sharing import plain
 
-from .conftest import tiny_cfg
-from .test_objective import _batch
+from .conftest import random_batch, tiny_cfg
 
 
 def _build(tiny_model, special, **objective):
@@ -46,7 +45,7 @@ def test_selected_positions_counts_a_twice_drawn_position_once():
 
 
 def test_electra15_learns_only_at_the_masked_out_positions(tiny_model, special):
-    ids, types, attention = _batch(special, b=16)
+    ids, types, attention = random_batch(special, b=16)
     obj = _build(tiny_model, special, name="electra15")
     torch.manual_seed(0)
     out = obj(ids, types, attention)
@@ -65,7 +64,7 @@ def test_electra15_learns_only_at_the_masked_out_positions(tiny_model, special):
 
 
 def test_replace_mlm_predicts_the_slots_from_generator_samples(tiny_model, special):
-    ids, types, attention = _batch(special, b=16)
+    ids, types, attention = random_batch(special, b=16)
     obj = _build(tiny_model, special, name="replace_mlm")
     seen = {}
     for role, net in (("mlm", obj.mlm), ("generator", obj.generator)):
@@ -100,7 +99,7 @@ def test_copy_mixture_by_hand():
 
 
 def test_all_tokens_mlm_scores_every_real_non_special_token(tiny_model, special):
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     obj = _build(tiny_model, special, name="all_tokens_mlm")
     torch.manual_seed(0)
     out = obj(ids, types, attention)
@@ -128,7 +127,7 @@ def _two_stage_cfg(**o):
 def test_two_stage_trains_the_generator_then_a_discriminator_initialised_from_it(
     tiny_model, special
 ):
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     obj = build_objective(tiny_model, _two_stage_cfg(), special, seq_len=40)
     obj.begin_step(0)
     out = obj(ids, types, attention)
@@ -177,7 +176,7 @@ def test_reinforce_gradient_by_hand():
 
 
 def test_adversarial_generator_learns_from_the_reward_after_the_warm_start(tiny_model, special):
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     cfg = ObjectiveConfig(name="adversarial", adversarial_mlm_steps=2)
     obj = build_objective(tiny_model, cfg, special, seq_len=40)
     losses = {}
@@ -217,7 +216,7 @@ def test_all_weights_sharing_needs_equal_sizes(tiny_model, special):
 def test_gdes_disentangles_the_gradients_and_export_folds_the_residual(
     tiny_model, special, tmp_path
 ):
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     obj = _build(tiny_model, special, sharing="gdes")
     g, d = obj.generator, obj.discriminator
     # The discriminator's loss alone reaches the residual and not the generator's tables.
@@ -254,7 +253,7 @@ def test_generator_size_sweep(tiny_model, special, fraction, hidden):
     assert obj.generator.config.hidden_size == hidden
     # The official formula below full width (FFN 4H); at full width, the discriminator's shape.
     assert obj.generator.config.intermediate_size == (64 if fraction == 1 else 4 * hidden)
-    ids, types, attention = _batch(special, b=2)
+    ids, types, attention = random_batch(special, b=2)
     assert torch.isfinite(obj(ids, types, attention).loss)
 
 
@@ -415,7 +414,7 @@ def test_each_objective_makes_its_own_metrics(tiny_model, special, name):
     obj = _build(
         tiny_model, special, name=name, **sizes, two_stage_steps=1, adversarial_mlm_steps=0
     )
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     window = Window(obj.metrics)
     for step in range(2):  # two_stage: the generator alone, then the discriminator
         obj.begin_step(step)
@@ -473,7 +472,7 @@ def test_two_tower_cloze_never_sees_the_token_it_predicts(tiny_model, special):
     from electra.objectives.electric import TwoTowerClozeGenerator
 
     gen = TwoTowerClozeGenerator(generator_config(tiny_model, ObjectiveConfig())).eval()
-    ids, types, attention = _batch(special, b=4)
+    ids, types, attention = random_batch(special, b=4)
     logits = gen(ids, types, attention)
     assert torch.isfinite(logits).all()  # padded queries included
     changed = ids.clone()
@@ -485,7 +484,7 @@ def test_two_tower_cloze_never_sees_the_token_it_predicts(tiny_model, special):
 
 
 def test_electric_nce_logit_and_labels_by_hand(tiny_model, special):
-    ids, types, attention = _batch(special, b=8)
+    ids, types, attention = random_batch(special, b=8)
     obj = _build(tiny_model, special, name="electric")
     seen = {}
     obj.discriminator.register_forward_hook(
@@ -545,7 +544,7 @@ def test_each_objective_traces_into_one_graph(tiny_model, special, arm):
     settings, _ = RUNS[arm]
     obj = _build(tiny_model, special, name=arm.split("+")[0], **settings)
     obj.begin_step(25)  # two_stage and adversarial in their second stage
-    ids, types, attention = _batch(special, b=4)
+    ids, types, attention = random_batch(special, b=4)
     dynamo.reset()
     explained = dynamo.explain(obj)(ids, types, attention)
     assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons

@@ -5,9 +5,7 @@ input refused in one line with nothing written."""
 
 from __future__ import annotations
 
-import csv
 import io
-import itertools
 import json
 import shutil
 
@@ -20,30 +18,16 @@ from electra.errors import ElectraError
 from electra.tasks import get_task
 from electra.tasks.tables import read_table
 
-from .conftest import shared_data
-from .test_cli import assert_one_line_error, run_cli
+from .conftest import (
+    FAST_OWN_FLAGS,
+    TINY_OVERRIDES,
+    assert_one_line_error,
+    glue_rows,
+    run_cli,
+    write_csv,
+)
 
-FAST = ["--batch-size", "8", "--no-progress", "--lr", "3e-3", "--epochs", "1"]
-FAST += ["--max-seq-len", "32", "--device", "cpu"]
 SENTIMENT = {"0": "negative", "1": "positive"}
-
-
-def glue_rows(task: str, split: str, n: int) -> list[dict[str, str]]:
-    """The first `n` rows of a GLUE TSV as dicts by header name (quoting off, as GLUE needs)."""
-    path = shared_data("glue", task, f"{split}.tsv")
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader)
-        return [dict(zip(header, row, strict=True)) for row in itertools.islice(reader, n)]
-
-
-def write_csv(path, header, rows, delimiter=","):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, delimiter=delimiter, quoting=quoting, escapechar="\\")
-        writer.writerows([header, *rows])
-    return path
 
 
 def write_jsonl(path, rows):
@@ -63,7 +47,16 @@ def write_parquet(path, rows):
 
 def finetune(capsys, model, task, out, *data_args):
     code, _, err = run_cli(
-        capsys, "finetune", "--model", model, "--task", task, "--out", out, *data_args, *FAST
+        capsys,
+        "finetune",
+        "--model",
+        model,
+        "--task",
+        task,
+        "--out",
+        out,
+        *data_args,
+        *FAST_OWN_FLAGS,
     )
     return code, err
 
@@ -372,13 +365,12 @@ def test_bad_input_is_one_line_naming_file_line_and_column(case, tmp_path, capsy
 
 
 def test_experiment_compares_arms_on_an_own_data_task(wikitext_data, tmp_path, capsys):
-    from .test_experiment import TINY
 
     data = sst_csv(tmp_path / "sst", n=24)
     out = tmp_path / "xp"
     args = ["experiment", "--data", wikitext_data, "--out", out, "--arm", "electra"]
     args += ["--steps", "4", "--seeds", "1", "--task", "classification", "--task-data", data]
-    args += ["--pretrain-set", *[f"{k}={v}" for k, v in TINY.items()]]
+    args += ["--pretrain-set", *[f"{k}={v}" for k, v in TINY_OVERRIDES.items()]]
     args += ["--finetune-set", "epochs=1", "max_seq_len=32", "device=cpu"]
     code, table, err = run_cli(capsys, *args)
     assert code == 0, err

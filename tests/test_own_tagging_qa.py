@@ -22,8 +22,7 @@ from electra.tasks.settings import QaSettings, TaggingSettings
 from electra.tasks.squad import SquadTask
 from electra.tasks.tagging import TaggingTask
 
-from .conftest import shared_data, tiny_model_config
-from .test_squad import CONTEXT, qa, squad_file
+from .conftest import CONTEXT, qa, shared_data, squad_file, tiny_model_config
 
 RENAMED = {"PER": "PERSON", "LOC": "PLACE", "ORG": "COMPANY", "MISC": "OTHER"}
 FAST = dict(batch_size=8, lr=3e-3, progress=False, device="cpu", precision="fp32")

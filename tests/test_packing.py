@@ -11,8 +11,7 @@ from electra.finetuning.packing import first_fit, pack_batch
 from electra.model import kernels
 from electra.model.heads import ElectraForSequenceClassification
 
-from .conftest import tiny_model_config
-from .test_finetune import train_losses, varied_sst_dir
+from .conftest import tiny_model_config, train_losses, varied_sst_dir
 
 
 def test_first_fit_places_the_longest_first_into_the_first_row_with_room():

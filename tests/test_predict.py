@@ -4,7 +4,6 @@ errors for what it cannot read."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
 
@@ -12,21 +11,19 @@ import pytest
 
 from electra.tasks.tagging import entity_spans
 
-from .finetuned_models import CONTEXT, best_seed, data_dirs, finetuned, read_jsonl
-from .test_cli import assert_one_line_error, run_cli
+from .conftest import (
+    CONTEXT,
+    assert_one_line_error,
+    predict_cli,
+    run_cli,
+    stdin_lines,
+)
+from .finetuned_models import best_seed, data_dirs, finetuned, read_jsonl
 
 
 @pytest.fixture(scope="module")
 def sst2(tmp_path_factory):
     return finetuned(tmp_path_factory, "sst2"), data_dirs(tmp_path_factory)["sst2"]
-
-
-def predict_cli(capsys, model, *args):
-    return run_cli(capsys, "predict", "--model", model, *args)
-
-
-def stdin_lines(monkeypatch, text):
-    monkeypatch.setattr("sys.stdin", io.StringIO(text))
 
 
 def test_classification_records_match_evaluate(sst2, capsys, tmp_path):

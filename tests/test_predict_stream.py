@@ -12,9 +12,8 @@ import sys
 
 import pytest
 
+from .conftest import assert_one_line_error, predict_cli, run_cli, stdin_lines
 from .finetuned_models import data_dirs, finetuned
-from .test_cli import assert_one_line_error, run_cli
-from .test_predict import predict_cli, stdin_lines
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from electra.config import InferenceRuntime
 from electra.errors import ElectraError
 from electra.finetuning.predict import Predictor, predict
 
-from .finetuned_models import CONTEXT, data_dirs, finetuned, read_jsonl
-from .test_predict import predict_cli, stdin_lines
+from .conftest import CONTEXT, predict_cli, stdin_lines
+from .finetuned_models import data_dirs, finetuned, read_jsonl
 
 
 @pytest.fixture(scope="module")

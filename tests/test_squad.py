@@ -14,28 +14,7 @@ from electra.tasks.qa_files import read_squad
 from electra.tasks.settings import QaSettings
 from electra.tasks.squad import SquadTask
 
-CONTEXT = (
-    "John went to the store yesterday . The big red car was in Paris , the capital city of "
-    "France . Mary sat on the mat and it was not very fun . The green tree ran to the river bank ."
-)
-
-
-def squad_file(path, questions, context=CONTEXT):
-    data = {
-        "version": "v2.0",
-        "data": [{"title": "t", "paragraphs": [{"context": context, "qas": questions}]}],
-    }
-    path.write_text(json.dumps(data, indent=1))
-    return path
-
-
-def qa(qid, question, answer=None, impossible=False, start=None):
-    answers = (
-        []
-        if answer is None
-        else [{"text": answer, "answer_start": CONTEXT.index(answer) if start is None else start}]
-    )
-    return {"id": qid, "question": question, "answers": answers, "is_impossible": impossible}
+from .conftest import CONTEXT, assert_one_line_error, qa, run_cli, squad_file
 
 
 def test_windows_cover_the_document_with_the_stride():
@@ -134,7 +113,6 @@ def test_decoding_cuts_the_span_and_applies_the_null_threshold(tmp_path, task_to
 
 
 def test_score_command_scores_official_files(tmp_path, capsys):
-    from .test_cli import assert_one_line_error, run_cli
 
     data = squad_file(
         tmp_path / "dev-v1.1.json",
@@ -172,7 +150,6 @@ def test_evaluate_test_file_writes_official_files_scored_as_the_run(
     """`electra evaluate --test FILE` (no --split) evaluates that file; a labelled SQuAD 2.0 test
     file is scored and still gets predictions.json and null_odds.json, which `electra score`
     scores as evaluate did."""
-    from .test_cli import run_cli
 
     questions = [
         qa("q1", "where was the car ?", "Paris"),
