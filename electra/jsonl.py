@@ -1,7 +1,7 @@
 """JSON Lines, the one way we write them: one JSON object a line, UTF-8 as it is (no `\\u`
 escapes). A whole file is written atomically (`write_jsonl`), a log grows a line at a time
 (`append_jsonl`), and a stream of records goes to standard output, flushed as it comes, or to a
-file that appears only once complete (`jsonl_writer`)."""
+file that appears only once complete (`jsonl_writer`); `read_jsonl` reads any of them back."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.atomic import atomic_path
+from electra.errors import ElectraError
 
 
 def jsonl_lines(records: Iterable[dict[str, Any]]) -> str:
@@ -51,3 +52,19 @@ def jsonl_writer(
         out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
         yield lambda records: f.write(jsonl_lines(records))
+
+
+def read_jsonl(path: str | Path, empty_ok: bool = False) -> list[dict[str, Any]]:
+    """The records of a JSON Lines file, blank lines skipped; a line that is not JSON is an error
+    naming it, and so is an empty file unless `empty_ok`."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as e:
+                    raise ElectraError(f"{path}, line {line_no}: not JSON ({e})") from None
+    if not rows and not empty_ok:
+        raise ElectraError(f"{path} is empty")
+    return rows

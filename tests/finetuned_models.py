@@ -143,7 +143,3 @@ def finetuned(factory, name: str) -> Path:
 
 def best_seed(out: Path) -> Path:
     return out / json.loads((out / "results.json").read_text())["best_seed_dir"]
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

@@ -157,7 +157,7 @@ def _glue(n: int, t: int = 64, same: bool = False) -> Encoded:
 
 
 def _finetune(monkeypatch, graphed: bool, data: Encoded, **recipe):
-    """`finetune.train_model` on a tiny SST-2 classifier with static batch shapes, the step
+    """`electra.finetuning.loop.train_model` on a tiny SST-2 classifier with static batch shapes, the step
     captured or (`graphed=False`) run eagerly; returns the weights, the epoch losses and the
     captured steps."""
     # torch.compile remembers across runs which sizes varied: both runs start from nothing, so

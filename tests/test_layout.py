@@ -1,4 +1,5 @@
-"""The package's import graph has no circle, counting imports inside functions too."""
+"""The package's layout: no import circle (counting imports inside functions), no module over 600
+lines, one level of subpackages, the fine-tuned folder read through its format, one GPU marker."""
 
 import ast
 import re
@@ -72,3 +73,17 @@ def test_gpu_only_tests_carry_the_one_marker():
         if re.search(r"skipif\([^)]*cuda", p.read_text(encoding="utf-8"))
     ]
     assert not own, f"use @pytest.mark.gpu in {own}"
+
+
+def test_predict_evaluate_and_export_know_the_format_not_the_recipe():
+    """`predict`, `evaluate` and the hf/ modules read a fine-tuned folder through its format
+    (`electra.hf.finetuned`), never through the fine-tuning recipe (its loop and its seeds)."""
+    recipe = {"electra.finetuning.run", "electra.finetuning.loop"}
+    readers = [
+        PACKAGE / "finetuning" / "predict.py",
+        PACKAGE / "finetuning" / "evaluate.py",
+        *(PACKAGE / "hf").glob("*.py"),
+    ]
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    leaks = {module_name(p): imports(p, modules) & recipe for p in readers}
+    assert not {m: r for m, r in leaks.items() if r}

@@ -268,7 +268,7 @@ def _run(**objective) -> RunConfig:
         (dict(name="two_stage", generator_hidden_fraction=1.0, two_stage_steps=5), "sharing"),
         (
             dict(name="two_stage", sharing="none", generator_hidden_fraction=1.0),
-            "two_stage_steps=None must be above 0 and below train.steps=1000000: ",
+            "objective.two_stage_steps is unset: the commands and electra.pretrain fill it",
         ),
         (dict(name="adversarial", adversarial_mlm_steps=10**9), "adversarial_mlm_steps"),
         (dict(name="replace_mlm", sharing="gdes"), "not available with objective.name"),

@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from electra.jsonl import read_jsonl
 from electra.tasks.tagging import entity_spans
 
 from .conftest import (
@@ -16,9 +17,10 @@ from .conftest import (
     assert_one_line_error,
     predict_cli,
     run_cli,
+    shared_data,
     stdin_lines,
 )
-from .finetuned_models import best_seed, data_dirs, finetuned, read_jsonl
+from .finetuned_models import best_seed, data_dirs, finetuned
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +183,6 @@ def test_unreadable_inputs_are_one_line_errors(sst2, capsys, monkeypatch, tmp_pa
 def test_labelled_and_test_files_read_without_labels(task, folder, counts):
     """A GLUE dev file (CoLA's without a header) and a test file both read as inputs."""
     from electra.tasks import get_task
-
-    from .conftest import shared_data
 
     reader = get_task(task)
     for name, n in zip(("dev.tsv", "test.tsv"), counts, strict=True):

@@ -12,9 +12,10 @@ import pytest
 from electra.config import InferenceRuntime
 from electra.errors import ElectraError
 from electra.finetuning.predict import Predictor, predict
+from electra.jsonl import read_jsonl
 
 from .conftest import CONTEXT, predict_cli, stdin_lines
-from .finetuned_models import data_dirs, finetuned, read_jsonl
+from .finetuned_models import data_dirs, finetuned
 
 
 @pytest.fixture(scope="module")

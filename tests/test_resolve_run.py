@@ -11,7 +11,8 @@ from electra.engine.checkpoint import checkpoint_dirs
 from electra.engine.runlock import LOCK_FILE
 from electra.engine.train import pretrain, resolve_run
 from electra.errors import ElectraError
-from tests.conftest import tiny_cfg
+
+from .conftest import tiny_cfg
 
 
 @pytest.fixture(autouse=True)

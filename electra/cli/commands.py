@@ -120,7 +120,7 @@ def cmd_experiment(args: argparse.Namespace) -> None:
     plan = Plan(
         preset=args.preset,
         data=args.data,
-        glue=args.glue or "",
+        glue=args.glue,
         arms=[parse_arm(a) for a in args.arm],
         tasks=[*tasks, *([args.task] if args.task else [])],
         seeds=args.seeds,

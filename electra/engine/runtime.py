@@ -1,4 +1,5 @@
-"""Where a run executes, shared by pretraining (`electra.engine.train`) and fine-tuning (`electra.finetune`):
+"""Where a run executes, shared by pretraining (`electra.engine.train`) and fine-tuning
+(`electra.finetuning`):
 the device, the precision, the CPU-only process settings, and the order in which a model becomes
 the step the loop calls, as torchtitan's `parallelize` does:
 
@@ -37,7 +38,6 @@ from electra.objectives import StepOutput
 
 __all__ = [
     "Runtime",
-    "autocast",
     "configure_process",
     "inference_function",
     "prepare_model",

@@ -4,7 +4,6 @@ in `electra.objectives.metrics`) and the trainer's."""
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from electra.jsonl import append_jsonl
+from electra.jsonl import append_jsonl, read_jsonl
 
 
 class RunLogger:
@@ -47,4 +46,4 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(path, empty_ok=True)

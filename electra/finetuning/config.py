@@ -80,7 +80,7 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     def from_values(
         cls, values: dict[str, Any], source: str, base: FinetuneConfig | None = None
     ) -> FinetuneConfig:
-        """The recipe from named values, typed or strings (`electra.config.with_values`): a
+        """The recipe from named values, typed or strings (`electra.overrides.with_values`): a
         family's settings nested (`{"qa": {"qa_head": ...}}`, as `finetune.json` saves them) or
         flat (`{"qa_head": ...}`, as the command line, `--finetune-set` and the `finetune.json` of
         models fine-tuned before the families had their own settings give them), set over `base`

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -20,8 +19,11 @@ from electra.finetuning.dev_split import (
     trained_on,
 )
 from electra.finetuning.results import evaluate_sets, read_file
-from electra.finetuning.run import _dev_set
-from electra.hf.finetuned import FINETUNE_FILE, finetuned_dir, load_for_inference
+from electra.hf.finetuned import (
+    finetuned_dir,
+    load_for_inference,
+    read_finetune_info,
+)
 from electra.jsonl import write_jsonl
 from electra.tasks import get_task
 from electra.tasks.base import Task
@@ -36,7 +38,7 @@ def unseen_sets(
     has no dev file), stands for the held-out examples only (`electra.finetuning.dev_split`)."""
     held = HeldOut.from_json(info["dev_split"]) if info.get("dev_split") else None
     if split == "dev" and held and not data.has("dev"):  # a folder without dev.*
-        files = {_dev_set(task): data.file("train")}
+        files = {task.dev_set: data.file("train")}
     else:
         files = data[split]
     sets = {}
@@ -58,7 +60,7 @@ def unseen_sets(
 
 def evaluate(
     model_path: str | Path,
-    data_dir: DataSource,
+    data: DataSource,
     split: str = "dev",
     out_dir: str | Path | None = None,
     task_name: str | None = None,
@@ -72,9 +74,8 @@ def evaluate(
     task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
     if task_name and get_task(task_name).name != task.name:
         raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
-    files = task.resolve(data_dir)  # the one look-up of the split files
-    saved = source / FINETUNE_FILE  # none in a Hugging Face folder: no baseline, no train file
-    info = json.loads(saved.read_text()) if saved.is_file() else {}
+    files = task.resolve(data)  # the one look-up of the split files
+    info = read_finetune_info(source)  # {} for a Hugging Face folder: no baseline, no train file
     sets = unseen_sets(task, files, split, info, source)
     encoded = {
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()

@@ -242,7 +242,8 @@ class _Tally:
 
 
 def check_batch_size(batch_size: int | None) -> None:
-    if batch_size is not None and batch_size < 1:
+    """None is unset (the task's default); so is 0, its spelling before None meant it."""
+    if batch_size is not None and batch_size < 0:
         raise ElectraError(f"--batch-size {batch_size}: at least 1 (unset: the task's default)")
 
 

@@ -4,9 +4,7 @@ seeds."""
 
 from __future__ import annotations
 
-import json
 import statistics
-from dataclasses import replace
 from pathlib import Path
 
 from torch import nn
@@ -16,6 +14,7 @@ from electra.engine.runtime import (
 )
 from electra.errors import ElectraError
 from electra.finetuning.inference import predict
+from electra.jsonl import read_jsonl
 from electra.tasks.base import Encoded, Task, utf8_text
 from electra.tasks.splits import SplitFiles
 
@@ -64,9 +63,6 @@ def evaluate_sets(
 ) -> tuple[dict[str, float], list[dict]]:
     """Predictions for every set, and their scores where gold labels are known."""
     scores, rows = {}, []
-    # A model fine-tuned with cuda_graph may be evaluated on the CPU: nothing to capture.
-    graphed = runtime.cuda_graph and runtime.device.type == "cuda"
-    runtime = replace(runtime, cuda_graph=graphed)
     for name, examples in sets.items():
         preds = predict(task, model, examples, encoded[name], runtime)
         if all(p["label"] is not None for p in preds):
@@ -74,20 +70,6 @@ def evaluate_sets(
             scores.update({prefix + k: v for k, v in task.score(preds).items()})
         rows += [{**p, "set": name} if len(sets) > 1 else p for p in preds]
     return scores, rows
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except ValueError as e:
-                    raise ElectraError(f"{path}, line {line_no}: not JSON ({e})") from None
-    if not rows:
-        raise ElectraError(f"{path} is empty")
-    return rows
 
 
 def score_predictions(task: Task, path: Path) -> dict[str, float]:

@@ -38,14 +38,13 @@ from electra.finetuning.loop import train_model
 from electra.finetuning.results import (
     check_unique_ids,
     evaluate_sets,
-    read_jsonl,
     read_split,
     read_train,
     summarize,
 )
 from electra.hf.finetuned import FINETUNE_FILE, save_finetuned
 from electra.hf.from_transformers import load_encoder
-from electra.jsonl import write_jsonl
+from electra.jsonl import read_jsonl, write_jsonl
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
 from electra.tasks.splits import DataSource, SplitFiles
@@ -97,7 +96,7 @@ class _Job:
 def finetune(
     model_path: str | Path,
     task_name: str,
-    data_dir: DataSource,
+    data: DataSource,
     out_dir: str | Path,
     cfg: FinetuneConfig,
     overwrite: bool = False,
@@ -109,7 +108,7 @@ def finetune(
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ElectraError(f"{out_dir} already exists: choose another --out or pass --overwrite")
-    job = _finetune_job(model_path, task_name, data_dir, cfg)
+    job = _finetune_job(model_path, task_name, data, cfg)
 
     tmp = temporary_dir(out_dir)
     if not resume:
@@ -137,7 +136,7 @@ def _keep_held_out(held_out: HeldOut, path: Path) -> None:
 
 
 def _finetune_job(
-    model_path: str | Path, task_name: str, data_dir: DataSource, cfg: FinetuneConfig
+    model_path: str | Path, task_name: str, data: DataSource, cfg: FinetuneConfig
 ) -> _Job:
     """Loads the encoder, resolves the recipe and device, reads and encodes the task's data."""
     task = get_task(task_name, cfg)
@@ -149,7 +148,7 @@ def _finetune_job(
     runtime = Runtime.from_config(cfg)
     check_graphable(cfg, runtime.device)
 
-    files = task.resolve(one_file_as_train(data_dir))  # the one look-up of the split files
+    files = task.resolve(one_file_as_train(data))  # the one look-up of the split files
     task, trained, train, dev, held_out = _train_and_dev(task, files, cfg)
     train = _train_examples(task, train, cfg)
     test = _test_examples(task, files)
@@ -249,12 +248,7 @@ def _train_and_dev(
     train, dev = held_out.split(train)
     check_unique_ids(train_file, dev)
     print(held_out.describe(), file=sys.stderr)
-    return task, trained, train, {_dev_set(task): dev}, held_out
-
-
-def _dev_set(task: Task) -> str:
-    """The name of a task's one dev set (most tasks': "dev")."""
-    return next(iter(task.files.get("dev", {"dev": ()})))
+    return task, trained, train, {task.dev_set: dev}, held_out
 
 
 def _train_examples(task: Task, train: list, cfg: FinetuneConfig) -> list:

@@ -152,7 +152,7 @@ def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[
     }
     if head.pipeline == "text-classification":  # our one linear layer, HF's two
         weight, bias = state.pop("classifier.weight"), state.pop("classifier.bias")
-        if getattr(task, "regression", False):  # HF's logit is then the value itself
+        if task.regression:  # HF's logit is then the value itself
             # The task's `value_scale`, which decode and records apply (STS-B: 5, the head
             # being trained on score/5; regression on the user's files: its largest |target|).
             factor = float(task.value_scale)
@@ -166,19 +166,16 @@ def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[
 
 
 def task_labels(task) -> tuple[str, ...]:
-    """The task's label names in the order of the head's outputs (GLUE-style tasks keep them in
-    their spec, tagging tasks on the task)."""
-    spec = getattr(task, "spec", None)
-    labels = spec.labels if spec is not None else getattr(task, "labels", None)
-    return tuple(labels or ())
+    """The task's label names in the order of the head's outputs (none for regression and QA)."""
+    return tuple(getattr(task, "labels", None) or ())
 
 
 def problem_type(task) -> str:
     """HF's `problem_type` of a sequence classifier: it sets the pipeline's function (softmax,
     sigmoid or none) and the loss of further training."""
-    if getattr(task, "regression", False):
+    if task.regression:
         return "regression"
-    if getattr(task, "multilabel", False):
+    if task.multilabel:
         return "multi_label_classification"
     return "single_label_classification"
 

@@ -23,7 +23,7 @@ from torch import nn
 
 from electra.config import RunConfig
 from electra.errors import ElectraError
-from electra.objectives.base import StepOutput, binary_loss, register
+from electra.objectives.base import UNSET, StepOutput, binary_loss, register
 from electra.objectives.electra import ReplacedTokenDetection
 from electra.objectives.losses import token_nll, weighted_mean
 
@@ -35,8 +35,10 @@ class Adversarial(ReplacedTokenDetection):
     @classmethod
     def check(cls, run: RunConfig) -> None:
         super().check(run)
-        steps = run.objective.adversarial_mlm_steps  # None: unset, filled by electra.settings
-        if steps is None or not 0 <= steps < run.train.steps:
+        steps = run.objective.adversarial_mlm_steps
+        if steps is None:
+            raise ElectraError(UNSET.format("adversarial_mlm_steps"))
+        if not 0 <= steps < run.train.steps:
             raise ElectraError(
                 f"objective.adversarial_mlm_steps={run.objective.adversarial_mlm_steps} must be "
                 f"at least 0 and below train.steps={run.train.steps}, or the generator is never "

@@ -33,6 +33,12 @@ from electra.objectives.sampling import sample_categorical, sample_tokens
 
 OBJECTIVES: dict[str, type[Objective]] = {}
 
+# A setting an objective fills from the others was left unset: a config not resolved.
+UNSET = (
+    "objective.{0} is unset: the commands and electra.pretrain fill it from the other settings "
+    "(electra.settings.resolve_run_settings); resolve the config, or set it"
+)
+
 
 def register(name: str):
     """Class decorator: makes an objective available as `objective.name=<name>`."""

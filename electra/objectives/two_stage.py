@@ -18,7 +18,7 @@ import torch
 from electra.config import RunConfig, generator_config
 from electra.errors import ElectraError
 from electra.model.flops import Network
-from electra.objectives.base import StepOutput, binary_loss, register, slot_fraction
+from electra.objectives.base import UNSET, StepOutput, binary_loss, register, slot_fraction
 from electra.objectives.electra import ReplacedTokenDetection
 
 
@@ -36,7 +36,9 @@ class TwoStage(ReplacedTokenDetection):
                 "they need one size: set objective.generator_hidden_fraction=1 and "
                 "objective.generator_layers_fraction=1"
             )
-        if not 0 < (run.objective.two_stage_steps or 0) < run.train.steps:  # None: unset
+        if run.objective.two_stage_steps is None:
+            raise ElectraError(UNSET.format("two_stage_steps"))
+        if not 0 < run.objective.two_stage_steps < run.train.steps:
             raise ElectraError(
                 f"objective.two_stage_steps={run.objective.two_stage_steps} must be above 0 and "
                 f"below train.steps={run.train.steps}: the step at which the discriminator takes over"

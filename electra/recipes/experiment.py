@@ -82,7 +82,7 @@ class Plan:
 
     preset: str
     data: str
-    glue: str
+    glue: str | None  # the GLUE folder (CoLA/, SST-2/, ...); unset where every task is own data
     arms: list[Arm]
     tasks: list[str]
     seeds: int = 3

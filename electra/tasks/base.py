@@ -40,6 +40,10 @@ class Encoded:
 
 
 class Task:
+    """A fine-tuning task: what it reads (`resolve`, `read`, `fit`), how it encodes examples and
+    builds its head, its losses, inference, decoding and scores. The general tasks on your own
+    files subclass it; the benchmarks are named configurations of those."""
+
     name: str = ""
     family: str = ""
     epochs: int = 3  # docs/specification.md §Fine-tuning: 3, except RTE/STS-B 10 and SQuAD 2
@@ -47,6 +51,8 @@ class Task:
     eval_batch_size: int = 64
     main_metric: str = ""
     token_outputs: tuple[str, ...] = ()  # outputs of `infer` with one value per token
+    regression = False  # a value per example, not a class (its head and export differ)
+    multilabel = False  # any number of classes per example: a sigmoid per label
     # `losses` takes packed batches (electra.finetuning.packing): tasks with one output per example
     packable: bool = False
     # split name -> {evaluation set name: candidate file names}; one set for most tasks.
@@ -55,6 +61,11 @@ class Task:
     # `evaluate` writes a benchmark's submission files for a test split, labelled or not.
     finetune_test: bool = False
     writes_submission: bool = True
+
+    @property
+    def dev_set(self) -> str:
+        """The name of the task's one dev set (most tasks': "dev")."""
+        return next(iter(self.files.get("dev", {"dev": ()})))
 
     def resolve(self, data: DataSource) -> SplitFiles:
         """The data's split files, found once (`electra.tasks.splits`): `data` is a folder, a

@@ -46,7 +46,7 @@ class MultilabelTask(ClassificationTask):
         return tuple(sorted(names, key=order.__getitem__)) if order else names
 
     def label_tensor(self, examples) -> torch.Tensor:
-        """Each example's labels as a multi-hot row, [N, 1, K]: `finetune.trim` cuts dim 1 of
+        """Each example's labels as a multi-hot row, [N, 1, K]: `electra.finetuning.inference.trim` cuts dim 1 of
         [N, max_len] tensors, which K may equal."""
         hot = torch.zeros(len(examples), 1, len(self.labels))
         index = {name: i for i, name in enumerate(self.labels)}
