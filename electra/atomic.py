@@ -13,6 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from electra.errors import ElectraError
+
+
+def refuse_existing(out: str | Path, overwrite: bool) -> None:
+    """A command's output that exists already is replaced only when the user says so."""
+    if Path(out).exists() and not overwrite:
+        raise ElectraError(f"{out} already exists: pass --overwrite or another --out")
+
 
 @contextmanager
 def atomic_path(path: str | Path, suffix: str = "", fsync: bool = False) -> Iterator[Path]:

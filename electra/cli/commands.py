@@ -8,13 +8,9 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from electra.atomic import refuse_existing
 from electra.cli.flags import add_config_flags, config_flags_given, run_config_from_args
 from electra.errors import ElectraError
-
-
-def _out_dir_guard(out: Path, overwrite: bool) -> None:
-    if out.exists() and not overwrite:
-        raise ElectraError(f"{out} already exists: pass --overwrite or another --out")
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
@@ -23,7 +19,7 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     from electra.data.tokenizer import save_tokenizer, train_tokenizer
 
     out = Path(args.out)
-    _out_dir_guard(out, args.overwrite)
+    refuse_existing(out, args.overwrite)
     paths = resolve_paths(args.corpus)
     tok = train_tokenizer(
         paths, args.vocab_size, lowercase=not args.cased, min_frequency=args.min_frequency

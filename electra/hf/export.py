@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_model
 from torch import nn
 
-from electra.atomic import atomic_dir, write_json_atomic, write_text_atomic
+from electra.atomic import atomic_dir, refuse_existing, write_json_atomic, write_text_atomic
 from electra.config import RunConfig
 from electra.data.tokenizer import load_tokenizer, special_ids
 from electra.engine.checkpoint import PREFIX, checkpoint_dirs
@@ -89,8 +89,7 @@ def export_hf(
     model_path, out = Path(model_path), Path(out)
     if step is None and is_finetuned(model_path):
         return [export_finetuned(model_path, out, overwrite)]
-    if out.exists() and not overwrite:
-        raise ElectraError(f"{out} already exists: pass --overwrite or another --out")
+    refuse_existing(out, overwrite)
     if step is not None:
         models, tokenizer = checkpoint_models(model_path, step)
         sources = [(model_path, role, model, tokenizer) for role, model in models]
@@ -113,8 +112,7 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
     `AutoModelForTokenClassification` or `AutoModelForQuestionAnswering` loads, with its labels,
     problem type, tokenizer files and a model card (README.md)."""
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise ElectraError(f"{out} already exists: pass --overwrite or another --out")
+    refuse_existing(out, overwrite)
     source = finetuned_dir(model_path)
     task, model, tokenizer, cfg = load_finetuned(source)
     model.eval()
