@@ -26,6 +26,7 @@ from electra.cli.commands import (
 )
 from electra.cli.flags import PRETRAIN_ALIASES, add_config_flags
 from electra.errors import ElectraError, Interrupted
+from electra.tasks.settings import DELIMITERS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -278,7 +279,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     )
     pr.add_argument(
         "--delimiter",
-        choices=[",", ";", "|", "tab"],
+        choices=[d for d in DELIMITERS if d != "\t"],  # a TAB is hard to type: "tab"
         help="your own CSV files: the field separator (default: the one the header holds most)",
     )
     _add_inference_runtime(pr)

@@ -453,7 +453,7 @@ def _log(
     )
     if logger is not None:
         logger.log(record)
-    bar.set_postfix(_postfix(record), refresh=False)
+    bar.set_postfix(_postfix(record, run.objective.shown), refresh=False)
 
 
 def _save(run: Run, window: Window, start: float) -> None:
@@ -536,10 +536,8 @@ def drop_metrics_after(run_dir: Path, step: int) -> None:
         write_jsonl(Path(run_dir) / "metrics.jsonl", kept)
 
 
-def _postfix(record: dict[str, Any]) -> dict[str, str]:
-    shown = {
-        "loss": record.get("loss"),
-        "auc": record.get("disc_auc"),
-        "tok/s": record.get("tokens_per_s"),
-    }
+def _postfix(record: dict[str, Any], objective_shown: dict[str, str]) -> dict[str, str]:
+    """The bar's figures: the loss, what the objective shows (`Objective.shown`), tokens/s."""
+    names = {"loss": "loss", **objective_shown, "tok/s": "tokens_per_s"}
+    shown = {short: record.get(key) for short, key in names.items()}
     return {k: f"{v:.3g}" for k, v in shown.items() if isinstance(v, float) and not math.isnan(v)}

@@ -169,6 +169,9 @@ class Objective(nn.Module):
         """Ranges [start, end) of the first `steps` steps over which `step_networks` is constant."""
         return [(0, steps)]
 
+    # The metrics the progress bar shows beside the loss, by their short names there.
+    shown: ClassVar[dict[str, str]] = {}
+
     def metrics(self, sums: dict[str, torch.Tensor], counts: dict[str, int]) -> dict[str, float]:
         """A logging window's metrics from the sums of its steps' statistics over the `counts[k]`
         micro-batches (of all ranks) that reported each: by default each scalar's mean."""

@@ -57,6 +57,8 @@ class ReplacedTokenDetection(Objective):
             Network(run.model, rtd_head=True),
         ]
 
+    shown = {"auc": "disc_auc"}
+
     def metrics(self, sums: dict[str, torch.Tensor], counts: dict[str, int]) -> dict[str, float]:
         return detection_metrics(sums, counts)  # the means and the discriminator's AUC
 

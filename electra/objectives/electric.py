@@ -109,6 +109,8 @@ class Electric(Objective):
         towers = generator_config(run.model, run.objective)
         return [Network(towers), Network(towers, mlm_frac=1.0), Network(run.model, rtd_head=True)]
 
+    shown = {"auc": "disc_auc"}
+
     def metrics(self, sums: dict[str, torch.Tensor], counts: dict[str, int]) -> dict[str, float]:
         return detection_metrics(sums, counts)  # the means and the AUC of the noise verdicts
 
