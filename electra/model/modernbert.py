@@ -1,0 +1,272 @@
+"""The ModernBERT-architecture encoder (issue 38), as plain `nn.Module`s that know nothing of training.
+
+Architecture (the ModernBERT paper; `transformers`' `modeling_modernbert.py` is the reference it
+must equal): pre-LayerNorm layers with no biases anywhere and bias-free LayerNorms (the first
+layer's attention norm is an identity, since the embedding norm just ran), a GeGLU MLP, rotary
+positions (no position or token-type tables) with one theta on global layers and another on local
+ones, global attention on every n-th layer (layer i when i % n == 0) and sliding-window attention
+elsewhere (a token sees the keys within `local_attention // 2` of it), and a final norm.
+
+Module and parameter names are Hugging Face's, so the state dict of `ModernBertModel` here has
+exactly the keys of its HF namesake and export stays a key map. Attention runs through torch's
+SDPA with a boolean mask on every device; packed rows and faster kernels are the next issue's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.errors import ElectraError
+from electra.model.electra import activation
+
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+GLOBAL, LOCAL = "full_attention", "sliding_attention"  # HF's layer_types names
+
+
+@dataclass
+class ModernConfig:
+    """One ModernBERT-architecture encoder. HF ModernBertConfig names (its 4.x keys for the layer
+    pattern and the thetas); the defaults are ModernBERT-base's."""
+
+    vocab_size: int = 50368
+    hidden_size: int = 768
+    num_hidden_layers: int = 22
+    num_attention_heads: int = 12
+    intermediate_size: int = 1152
+    hidden_activation: str = "gelu"
+    max_position_embeddings: int = 8192
+    norm_eps: float = 1e-5
+    pad_token_id: int = 50283
+    global_attn_every_n_layers: int = 3
+    local_attention: int = 128  # the total window: a token sees half of it on each side
+    global_rope_theta: float = 160_000.0
+    local_rope_theta: float = 10_000.0
+    initializer_range: float = 0.02
+    initializer_cutoff_factor: float = 2.0
+    embedding_dropout: float = 0.0
+    attention_dropout: float = 0.0
+    mlp_dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        sizes = (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "global_attn_every_n_layers",
+            "local_attention",
+        )
+        for name in sizes:
+            if getattr(self, name) < 1:
+                raise ElectraError(f"model.{name}={getattr(self, name)} must be at least 1")
+        if self.hidden_size % self.num_attention_heads:
+            raise ElectraError(
+                f"model.hidden_size={self.hidden_size} is not divisible by "
+                f"model.num_attention_heads={self.num_attention_heads}: pick a head count that divides it"
+            )
+        if self.head_dim % 2:
+            # Rotary positions turn pairs of a head's dimensions.
+            raise ElectraError(
+                f"model.hidden_size / model.num_attention_heads = {self.head_dim} is odd: "
+                "rotary positions need an even head size"
+            )
+        if self.hidden_activation not in ACTIVATIONS:
+            raise ElectraError(
+                f"model.hidden_activation={self.hidden_activation!r} is not supported: "
+                f"use {', '.join(ACTIVATIONS)}"
+            )
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ElectraError(
+                f"model.pad_token_id={self.pad_token_id} is outside the vocabulary (size {self.vocab_size})"
+            )
+        for name in ("global_rope_theta", "local_rope_theta", "norm_eps", "initializer_range"):
+            if not getattr(self, name) > 0:
+                raise ElectraError(f"model.{name}={getattr(self, name)} must be positive")
+        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ElectraError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def layer_type(self, i: int) -> str:
+        """HF's name for layer i's attention: global on every n-th layer, starting with the first."""
+        return GLOBAL if i % self.global_attn_every_n_layers == 0 else LOCAL
+
+    def rope_theta(self, layer_type: str) -> float:
+        return self.global_rope_theta if layer_type == GLOBAL else self.local_rope_theta
+
+
+def layer_norm(cfg: ModernConfig) -> nn.LayerNorm:
+    return nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=False)
+
+
+def rotary(seq_len: int, head_dim: int, theta: float, device: torch.device) -> torch.Tensor:
+    """cos and sin of each position's angles, stacked: [2, T, head_dim], fp32. Computed per call
+    rather than kept in a buffer, so that casting the model (`.half()`) cannot round the
+    frequencies, and there is nothing to restore after building on the meta device."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float), inv_freq).to(device)
+    angles = torch.cat((angles, angles), dim=-1)  # the two halves of a head turn together
+    return torch.stack((angles.cos(), angles.sin()))
+
+
+def apply_rotary(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+    """Rotate x [B, heads, T, d] by the angles in `rope` [2, T, d], in fp32."""
+    cos, sin = rope
+    xf = x.float()
+    first, second = xf.chunk(2, dim=-1)
+    return (xf * cos + torch.cat((-second, first), dim=-1) * sin).to(x.dtype)
+
+
+def attention_masks(
+    attention_mask: torch.Tensor | None, seq_len: int, half_window: int, device: torch.device
+) -> dict[str, torch.Tensor | None]:
+    """The boolean SDPA mask of each layer type, True where a query may see a key, [B or 1, 1, T, T]
+    (None: see everything). Padded keys are hidden; local layers also hide keys more than
+    `half_window` away. Every position may see itself, so that a padded query whose window holds
+    only padding has a key (an all-False row makes SDPA return NaN); real positions never see a
+    padded key, so their outputs are HF's exactly."""
+    pos = torch.arange(seq_len, device=device)
+    itself = pos[:, None] == pos[None, :]
+    window = (pos[:, None] - pos[None, :]).abs() <= half_window  # [T, T]
+    if attention_mask is None:
+        return {GLOBAL: None, LOCAL: window[None, None]}
+    keys = attention_mask.to(device=device, dtype=torch.bool)[:, None, None, :]  # [B, 1, 1, T]
+    return {GLOBAL: keys | itself, LOCAL: (keys & window) | itself}
+
+
+class ModernBertEmbeddings(nn.Module):
+    """Token embeddings, norm, dropout: no position or token-type tables (positions are rotary)."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(
+            cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id
+        )
+        self.norm = layer_norm(cfg)
+        self.drop = nn.Dropout(cfg.embedding_dropout)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.norm(self.tok_embeddings(input_ids)))
+
+
+class ModernBertAttention(nn.Module):
+    """Multi-head self-attention with rotary queries and keys: one fused q/k/v product (`Wqkv`),
+    SDPA under the layer type's mask, and the output product (`Wo`)."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        h = cfg.hidden_size
+        self.num_heads = cfg.num_attention_heads
+        self.Wqkv = nn.Linear(h, 3 * h, bias=False)
+        self.Wo = nn.Linear(h, h, bias=False)
+        self.dropout_p = cfg.attention_dropout
+        self.out_drop = nn.Dropout(cfg.attention_dropout)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, rope: torch.Tensor
+    ) -> torch.Tensor:
+        b, t, h = x.shape
+        d = h // self.num_heads
+        # Wqkv's rows are q, then k, then v, each head after head (HF's layout).
+        q, k, v = self.Wqkv(x).view(b, t, 3, self.num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+        p = self.dropout_p if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, t, h)))
+
+
+class ModernBertMLP(nn.Module):
+    """GeGLU: `Wi` widens to twice the intermediate size; the activation of the first half gates
+    the second; `Wo` narrows back."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        self.Wi = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.act = activation(cfg.hidden_activation)
+        self.drop = nn.Dropout(cfg.mlp_dropout)
+        self.Wo = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        value, gate = self.Wi(x).chunk(2, dim=-1)
+        return self.Wo(self.drop(self.act(value) * gate))
+
+
+class ModernBertEncoderLayer(nn.Module):
+    """Pre-norm: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: ModernConfig, index: int):
+        super().__init__()
+        # The embeddings end in a norm, so the first layer's would normalise twice (HF's choice).
+        self.attn_norm = nn.Identity() if index == 0 else layer_norm(cfg)
+        self.attn = ModernBertAttention(cfg)
+        self.mlp_norm = layer_norm(cfg)
+        self.mlp = ModernBertMLP(cfg)
+        self.attention_type = cfg.layer_type(index)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, rope: torch.Tensor
+    ) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), mask, rope)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class ModernBertModel(nn.Module):
+    """The encoder: token ids (and a padding mask, 1 for real tokens) to the final hidden states
+    [B, T, H]."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        self.config = cfg
+        self.embeddings = ModernBertEmbeddings(cfg)
+        self.layers = nn.ModuleList(
+            ModernBertEncoderLayer(cfg, i) for i in range(cfg.num_hidden_layers)
+        )
+        self.final_norm = layer_norm(cfg)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """HF's initialisation: truncated normals (cut at `initializer_cutoff_factor` standard
+        deviations), the products into the residual stream scaled down by sqrt(2 * layers)."""
+        cfg = self.config
+        std_in = cfg.initializer_range
+        std_out = cfg.initializer_range / (2.0 * cfg.num_hidden_layers) ** 0.5
+
+        def init(weight: torch.Tensor, std: float) -> None:
+            cut = cfg.initializer_cutoff_factor * std
+            nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-cut, b=cut)
+
+        init(self.embeddings.tok_embeddings.weight, std_in)
+        for layer in self.layers:
+            init(layer.attn.Wqkv.weight, std_in)
+            init(layer.attn.Wo.weight, std_out)
+            init(layer.mlp.Wi.weight, std_in)
+            init(layer.mlp.Wo.weight, std_out)
+        for module in self.modules():
+            if isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        cfg, t, device = self.config, input_ids.shape[1], input_ids.device
+        if t > cfg.max_position_embeddings:
+            raise ElectraError(
+                f"a sequence of {t} tokens is longer than model.max_position_embeddings="
+                f"{cfg.max_position_embeddings}: shorten it or raise the limit"
+            )
+        x = self.embeddings(input_ids)
+        masks = attention_masks(attention_mask, t, cfg.local_attention // 2, device)
+        kinds = {layer.attention_type for layer in self.layers}
+        ropes = {kind: rotary(t, cfg.head_dim, cfg.rope_theta(kind), device) for kind in kinds}
+        for layer in self.layers:
+            x = layer(x, masks[layer.attention_type], ropes[layer.attention_type])
+        return self.final_norm(x)

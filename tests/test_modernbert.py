@@ -1,0 +1,206 @@
+"""The ModernBERT-architecture encoder (electra.model.modernbert): the real `transformers`
+ModernBertModel's weights load 1:1 and give its hidden states within 1e-5 (fp32, padded batch,
+`sdpa` and `eager`); local layers see only their window; bad settings are one ElectraError."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from electra.errors import ElectraError
+from electra.model.modernbert import (
+    GLOBAL,
+    LOCAL,
+    ModernBertModel,
+    ModernConfig,
+    attention_masks,
+    rotary,
+)
+
+transformers = pytest.importorskip("transformers")
+
+# Windows matter at length 20 (a local token sees 4 each side); layers 0 and 2 global, 1 local.
+TINY = ModernConfig(
+    vocab_size=100,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_attention_heads=2,
+    intermediate_size=48,
+    pad_token_id=0,
+    global_attn_every_n_layers=2,
+    local_attention=8,
+)
+LENGTH = 20
+
+
+def hf_config(cfg: ModernConfig, attn: str):
+    """HF's config of `cfg` with both the 4.x keys (global_attn_every_n_layers, *_rope_theta) and
+    the 5.x ones (layer_types, rope_parameters), as an export must write them."""
+    types = [cfg.layer_type(i) for i in range(cfg.num_hidden_layers)]
+    return transformers.ModernBertConfig(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        intermediate_size=cfg.intermediate_size,
+        hidden_activation=cfg.hidden_activation,
+        max_position_embeddings=cfg.max_position_embeddings,
+        norm_eps=cfg.norm_eps,
+        local_attention=cfg.local_attention,
+        global_attn_every_n_layers=cfg.global_attn_every_n_layers,
+        global_rope_theta=cfg.global_rope_theta,
+        local_rope_theta=cfg.local_rope_theta,
+        layer_types=types,
+        rope_parameters={
+            GLOBAL: {"rope_type": "default", "rope_theta": cfg.global_rope_theta},
+            LOCAL: {"rope_type": "default", "rope_theta": cfg.local_rope_theta},
+        },
+        pad_token_id=cfg.pad_token_id,
+        bos_token_id=1,
+        eos_token_id=2,
+        cls_token_id=1,
+        sep_token_id=2,
+        attn_implementation=attn,
+    )
+
+
+def hf_model(attn: str):
+    torch.manual_seed(0)
+    try:
+        model = transformers.ModernBertModel(hf_config(TINY, attn))
+    except (ValueError, ImportError) as e:  # a build without this attention path
+        pytest.skip(f"transformers refuses attn_implementation={attn!r}: {e}")
+    if model.config._attn_implementation != attn:
+        pytest.skip(f"transformers ran {model.config._attn_implementation!r}, not {attn!r}")
+    # Larger weights than HF's initialisation: its near-uniform attention would hide a wrong theta
+    # or window below the 1e-5 the comparison allows.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.2 * torch.randn_like(p))
+    return model.eval()
+
+
+def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Two rows of LENGTH tokens, the second with 7 real tokens then padding."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, TINY.vocab_size, (2, LENGTH), generator=g)
+    mask = torch.ones(2, LENGTH, dtype=torch.long)
+    mask[1, 7:] = 0
+    ids[1, 7:] = TINY.pad_token_id
+    return ids, mask
+
+
+def ours_from(hf, cfg: ModernConfig = TINY) -> ModernBertModel:
+    ours = ModernBertModel(cfg).eval()
+    ours.load_state_dict(hf.state_dict(), strict=True)  # no missing or unexpected keys
+    return ours
+
+
+def test_the_installed_config_carries_our_layer_pattern_and_thetas():
+    c = hf_config(TINY, "sdpa")
+    assert c.layer_types == [GLOBAL, LOCAL, GLOBAL]
+    assert c.rope_parameters[GLOBAL]["rope_theta"] == 160_000.0
+    assert c.rope_parameters[LOCAL]["rope_theta"] == 10_000.0
+    assert c.sliding_window == TINY.local_attention // 2
+
+
+def test_state_dict_keys_are_hf_modernbert_keys():
+    assert set(ModernBertModel(TINY).state_dict()) == set(hf_model("sdpa").state_dict())
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_hidden_states_equal_hf_on_a_padded_batch(attn):
+    hf = hf_model(attn)
+    ours = ours_from(hf)
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask).last_hidden_state
+        mine = ours(ids, mask)
+    real = mask.bool()
+    assert mine.shape == theirs.shape == (2, LENGTH, TINY.hidden_size)
+    assert torch.isfinite(mine).all()
+    torch.testing.assert_close(mine[real], theirs[real], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"local_attention": 4096},  # no window: the comparison above would see it
+        {"global_rope_theta": 10_000.0, "local_rope_theta": 160_000.0},  # thetas swapped
+        {"global_attn_every_n_layers": 3},  # another layer pattern
+    ],
+)
+def test_the_parity_test_would_catch_a_wrong_setting(change):
+    hf = hf_model("sdpa")
+    ours = ours_from(hf, dataclasses.replace(TINY, **change))
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        gap = (ours(ids, mask) - hf(input_ids=ids, attention_mask=mask).last_hidden_state).abs()
+    assert gap[mask.bool()].max() > 1e-3
+
+
+def test_a_padded_row_gives_what_the_row_alone_gives():
+    torch.manual_seed(0)
+    model = ModernBertModel(TINY).eval()
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        batched = model(ids, mask)[1, :7]
+        alone = model(ids[1:, :7], mask[1:, :7])[0]
+    torch.testing.assert_close(batched, alone, rtol=0, atol=1e-5)
+
+
+def test_a_local_layer_sees_only_its_window():
+    torch.manual_seed(0)
+    model = ModernBertModel(TINY).eval()
+    local, global_ = model.layers[1], model.layers[0]
+    assert (local.attention_type, global_.attention_type) == (LOCAL, GLOBAL)
+    half = TINY.local_attention // 2
+    masks = attention_masks(torch.ones(1, LENGTH), LENGTH, half, torch.device("cpu"))
+    x = torch.randn(1, LENGTH, TINY.hidden_size)
+    far, near = x.clone(), x.clone()
+    far[0, 10 + half + 1] += 1.0  # just outside position 10's window
+    near[0, 10 + half] += 1.0  # its window's edge
+    with torch.no_grad():
+        for layer in (local, global_):
+            rope = rotary(LENGTH, TINY.head_dim, TINY.rope_theta(layer.attention_type), x.device)
+            base, after_far, after_near = (
+                layer(v, masks[layer.attention_type], rope)[0, 10] for v in (x, far, near)
+            )
+            assert not torch.equal(base, after_near)
+            assert torch.equal(base, after_far) == (layer is local)
+
+
+def test_masks_hide_padding_and_far_keys():
+    mask = torch.tensor([[1, 1, 1, 0, 0, 0]])
+    m = attention_masks(mask, 6, 1, torch.device("cpu"))
+    i, j = torch.meshgrid(torch.arange(6), torch.arange(6), indexing="ij")
+    real_q = i < 3
+    assert torch.equal(m[GLOBAL][0, 0][real_q], (j < 3)[real_q])
+    assert torch.equal(m[LOCAL][0, 0][real_q], ((j < 3) & ((i - j).abs() <= 1))[real_q])
+    assert m[LOCAL][0, 0].any(dim=-1).all()  # no row without a key (SDPA would give NaN)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"hidden_size": 30, "num_attention_heads": 4}, "not divisible"),
+        ({"hidden_size": 36, "num_attention_heads": 4}, "odd"),
+        ({"hidden_activation": "swish"}, "hidden_activation"),
+        ({"pad_token_id": 100}, "pad_token_id"),
+        ({"global_attn_every_n_layers": 0}, "global_attn_every_n_layers"),
+        ({"local_rope_theta": 0.0}, "local_rope_theta"),
+        ({"mlp_dropout": 1.0}, "mlp_dropout"),
+    ],
+)
+def test_bad_settings_are_one_error_line(change, says):
+    with pytest.raises(ElectraError, match=says) as e:
+        dataclasses.replace(TINY, **change)
+    assert "\n" not in str(e.value)
+
+
+def test_a_row_longer_than_the_model_is_refused():
+    model = ModernBertModel(dataclasses.replace(TINY, max_position_embeddings=8))
+    with pytest.raises(ElectraError, match="max_position_embeddings"):
+        model(torch.ones(1, 9, dtype=torch.long))
