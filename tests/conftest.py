@@ -1,4 +1,6 @@
-"""Shared fixtures: tiny configs, special ids, and the path of the real data beside the repository."""
+"""Shared fixtures and helpers: tiny configs, special ids, the path of the real data beside the
+repository, the `gpu` marker, and the helpers several test files use (running the CLI, writing task
+files, tiny batches)."""
 
 from __future__ import annotations
 
