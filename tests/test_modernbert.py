@@ -1,6 +1,8 @@
 """The ModernBERT-architecture encoder (electra.model.modernbert): the real `transformers`
 ModernBertModel's weights load 1:1 and give its hidden states within 1e-5 (fp32, padded batch,
-`sdpa` and `eager`); local layers see only their window; bad settings are one ElectraError."""
+`sdpa` and `eager`); local layers see only their window; bad settings are one ElectraError. Its
+heads: the MLM model loads HF's ModernBertForMaskedLM and gives its logits; the RTD model exports
+to ModernBertForTokenClassification (two labels, rows [0; w]) with equal probabilities and loss."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ import dataclasses
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from electra.errors import ElectraError
 from electra.model.modernbert import (
     GLOBAL,
     LOCAL,
+    ModernBertForMaskedLM,
+    ModernBertForPreTraining,
     ModernBertModel,
     ModernConfig,
     attention_masks,
@@ -66,20 +71,27 @@ def hf_config(cfg: ModernConfig, attn: str):
     )
 
 
-def hf_model(attn: str):
+def hf_model(attn: str, kind: str = "ModernBertModel", **settings):
     torch.manual_seed(0)
+    config = hf_config(TINY, attn)
+    for key, value in settings.items():
+        setattr(config, key, value)
     try:
-        model = transformers.ModernBertModel(hf_config(TINY, attn))
+        model = getattr(transformers, kind)(config)
     except (ValueError, ImportError) as e:  # a build without this attention path
         pytest.skip(f"transformers refuses attn_implementation={attn!r}: {e}")
     if model.config._attn_implementation != attn:
         pytest.skip(f"transformers ran {model.config._attn_implementation!r}, not {attn!r}")
     # Larger weights than HF's initialisation: its near-uniform attention would hide a wrong theta
     # or window below the 1e-5 the comparison allows.
+    bigger_weights(model)
+    return model.eval()
+
+
+def bigger_weights(model: torch.nn.Module) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.2 * torch.randn_like(p))
-    return model.eval()
 
 
 def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,6 +200,8 @@ def test_masks_hide_padding_and_far_keys():
         ({"hidden_size": 30, "num_attention_heads": 4}, "not divisible"),
         ({"hidden_size": 36, "num_attention_heads": 4}, "odd"),
         ({"hidden_activation": "swish"}, "hidden_activation"),
+        ({"classifier_activation": "swish"}, "classifier_activation"),
+        ({"classifier_dropout": 1.0}, "classifier_dropout"),
         ({"pad_token_id": 100}, "pad_token_id"),
         ({"global_attn_every_n_layers": 0}, "global_attn_every_n_layers"),
         ({"local_rope_theta": 0.0}, "local_rope_theta"),
@@ -204,3 +218,94 @@ def test_a_row_longer_than_the_model_is_refused():
     model = ModernBertModel(dataclasses.replace(TINY, max_position_embeddings=8))
     with pytest.raises(ElectraError, match="max_position_embeddings"):
         model(torch.ones(1, 9, dtype=torch.long))
+
+
+# The heads ---------------------------------------------------------------------------------------
+
+
+def test_hf_dropout_settings_are_zero():
+    c = hf_config(TINY, "sdpa")
+    for name in ("embedding_dropout", "attention_dropout", "mlp_dropout", "classifier_dropout"):
+        assert getattr(c, name) == 0 == getattr(TINY, name)
+    assert (c.classifier_activation, c.classifier_bias, c.decoder_bias) == (
+        TINY.classifier_activation,
+        False,
+        True,
+    )
+
+
+def test_mlm_state_dict_keys_are_hf_keys_and_the_decoder_is_tied():
+    ours = ModernBertForMaskedLM(TINY)
+    assert set(ours.state_dict()) == set(hf_model("sdpa", "ModernBertForMaskedLM").state_dict())
+    assert ours.decoder.weight is ours.model.embeddings.tok_embeddings.weight
+    assert ours.head.dense.bias is None and ours.head.norm.bias is None
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_mlm_logits_equal_hf_on_a_padded_batch(attn):
+    hf = hf_model(attn, "ModernBertForMaskedLM")
+    ours = ModernBertForMaskedLM(TINY).eval()
+    result = ours.load_state_dict(hf.state_dict(), strict=True)
+    assert not result.missing_keys and not result.unexpected_keys
+    assert ours.decoder.weight is ours.model.embeddings.tok_embeddings.weight  # still tied
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask).logits
+        mine = ours(ids, mask)
+    real = mask.bool()
+    assert mine.shape == theirs.shape == (2, LENGTH, TINY.vocab_size)
+    assert theirs[real].abs().max() > 1  # the comparison is not of near-zero numbers
+    torch.testing.assert_close(mine[real], theirs[real], rtol=0, atol=1e-5)
+
+
+def test_mlm_at_positions_equals_the_full_logits_gathered():
+    torch.manual_seed(0)
+    ours = ModernBertForMaskedLM(TINY).eval()
+    bigger_weights(ours)
+    ids, mask = padded_batch()
+    positions = torch.tensor([[0, 5, 19], [6, 1, 3]])
+    with torch.no_grad():
+        full = ours(ids, mask)
+        some = ours(ids, mask, positions=positions)
+    assert some.shape == (2, 3, TINY.vocab_size)
+    expected = torch.stack([full[b, positions[b]] for b in range(2)])
+    torch.testing.assert_close(some, expected, rtol=0, atol=1e-6)
+
+
+def rtd_as_hf_token_classifier(ours: ModernBertForPreTraining, attn: str):
+    """The export rule: every key as it is, the one-logit classifier as two rows [0; w], [0; b]."""
+    hf = hf_model(attn, "ModernBertForTokenClassification", num_labels=2)
+    state = dict(ours.state_dict())
+    w, b = state.pop("classifier.weight"), state.pop("classifier.bias")
+    state["classifier.weight"] = torch.cat((torch.zeros_like(w), w))
+    state["classifier.bias"] = torch.cat((torch.zeros_like(b), b))
+    hf.load_state_dict(state, strict=True)
+    return hf
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_rtd_exports_to_hf_token_classification_with_equal_probabilities_and_loss(attn):
+    torch.manual_seed(0)
+    ours = ModernBertForPreTraining(TINY).eval()
+    bigger_weights(ours)
+    hf = rtd_as_hf_token_classifier(ours, attn)
+    ids, mask = padded_batch()
+    real = mask.bool()
+    labels = torch.randint(0, 2, ids.shape, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        mine = ours(ids, mask)
+        out = hf(input_ids=ids, attention_mask=mask, labels=labels.masked_fill(~real, -100))
+    assert mine.shape == (2, LENGTH)
+    assert out.logits.shape == (2, LENGTH, 2)
+    probs = out.logits.softmax(-1)[..., 1]
+    assert (mine[real].sigmoid() - 0.5).abs().max() > 0.1  # not all near one half
+    torch.testing.assert_close(mine[real].sigmoid(), probs[real], rtol=0, atol=1e-5)
+    ours_loss = F.binary_cross_entropy_with_logits(mine[real], labels[real].float())
+    torch.testing.assert_close(ours_loss, out.loss, rtol=0, atol=1e-5)
+
+
+def test_rtd_state_dict_keys_are_hf_token_classification_keys():
+    ours = set(ModernBertForPreTraining(TINY).state_dict())
+    hf = hf_model("sdpa", "ModernBertForTokenClassification", num_labels=2)
+    assert ours == set(hf.state_dict())
+    assert ModernBertForPreTraining(TINY)(*padded_batch()).shape == (2, LENGTH)

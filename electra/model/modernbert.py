@@ -10,6 +10,10 @@ elsewhere (a token sees the keys within `local_attention // 2` of it), and a fin
 Module and parameter names are Hugging Face's, so the state dict of `ModernBertModel` here has
 exactly the keys of its HF namesake and export stays a key map. Attention runs through torch's
 SDPA with a boolean mask on every device; packed rows and faster kernels are the next issue's.
+
+The heads: `ModernBertForMaskedLM` (HF's keys; the generator, with its output head optionally only
+at the masked positions) and `ModernBertForPreTraining` (the RTD discriminator: HF's
+`ModernBertForTokenClassification` names with one logit, exported as two labels by rows [0; w]).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class ModernConfig:
     num_attention_heads: int = 12
     intermediate_size: int = 1152
     hidden_activation: str = "gelu"
+    classifier_activation: str = "gelu"  # the heads' dense -> act -> norm
     max_position_embeddings: int = 8192
     norm_eps: float = 1e-5
     pad_token_id: int = 50283
@@ -50,6 +55,7 @@ class ModernConfig:
     embedding_dropout: float = 0.0
     attention_dropout: float = 0.0
     mlp_dropout: float = 0.0
+    classifier_dropout: float = 0.0  # before a classifier (HF's token/sequence heads)
 
     def __post_init__(self) -> None:
         sizes = (
@@ -76,11 +82,12 @@ class ModernConfig:
                 f"model.hidden_size / model.num_attention_heads = {self.head_dim} is odd: "
                 "rotary positions need an even head size"
             )
-        if self.hidden_activation not in ACTIVATIONS:
-            raise ElectraError(
-                f"model.hidden_activation={self.hidden_activation!r} is not supported: "
-                f"use {', '.join(ACTIVATIONS)}"
-            )
+        for name in ("hidden_activation", "classifier_activation"):
+            if getattr(self, name) not in ACTIVATIONS:
+                raise ElectraError(
+                    f"model.{name}={getattr(self, name)!r} is not supported: "
+                    f"use {', '.join(ACTIVATIONS)}"
+                )
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ElectraError(
                 f"model.pad_token_id={self.pad_token_id} is outside the vocabulary (size {self.vocab_size})"
@@ -88,7 +95,7 @@ class ModernConfig:
         for name in ("global_rope_theta", "local_rope_theta", "norm_eps", "initializer_range"):
             if not getattr(self, name) > 0:
                 raise ElectraError(f"model.{name}={getattr(self, name)} must be positive")
-        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout"):
+        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout", "classifier_dropout"):
             if not 0 <= getattr(self, name) < 1:
                 raise ElectraError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
 
@@ -106,6 +113,17 @@ class ModernConfig:
 
 def layer_norm(cfg: ModernConfig) -> nn.LayerNorm:
     return nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=False)
+
+
+def out_std(cfg: ModernConfig) -> float:
+    """HF's standard deviation for a product into the residual stream (and the heads' dense)."""
+    return cfg.initializer_range / (2.0 * cfg.num_hidden_layers) ** 0.5
+
+
+def init_weight(weight: torch.Tensor, std: float, cfg: ModernConfig) -> None:
+    """HF's truncated normal, cut at `initializer_cutoff_factor` standard deviations."""
+    cut = cfg.initializer_cutoff_factor * std
+    nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-cut, b=cut)
 
 
 def rotary(seq_len: int, head_dim: int, theta: float, device: torch.device) -> torch.Tensor:
@@ -234,22 +252,16 @@ class ModernBertModel(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """HF's initialisation: truncated normals (cut at `initializer_cutoff_factor` standard
-        deviations), the products into the residual stream scaled down by sqrt(2 * layers)."""
+        """HF's initialisation: truncated normals, the products into the residual stream scaled
+        down by sqrt(2 * layers)."""
         cfg = self.config
-        std_in = cfg.initializer_range
-        std_out = cfg.initializer_range / (2.0 * cfg.num_hidden_layers) ** 0.5
-
-        def init(weight: torch.Tensor, std: float) -> None:
-            cut = cfg.initializer_cutoff_factor * std
-            nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-cut, b=cut)
-
-        init(self.embeddings.tok_embeddings.weight, std_in)
+        std_in, std_out = cfg.initializer_range, out_std(cfg)
+        init_weight(self.embeddings.tok_embeddings.weight, std_in, cfg)
         for layer in self.layers:
-            init(layer.attn.Wqkv.weight, std_in)
-            init(layer.attn.Wo.weight, std_out)
-            init(layer.mlp.Wi.weight, std_in)
-            init(layer.mlp.Wo.weight, std_out)
+            init_weight(layer.attn.Wqkv.weight, std_in, cfg)
+            init_weight(layer.attn.Wo.weight, std_out, cfg)
+            init_weight(layer.mlp.Wi.weight, std_in, cfg)
+            init_weight(layer.mlp.Wo.weight, std_out, cfg)
         for module in self.modules():
             if isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
@@ -270,3 +282,77 @@ class ModernBertModel(nn.Module):
         for layer in self.layers:
             x = layer(x, masks[layer.attention_type], ropes[layer.attention_type])
         return self.final_norm(x)
+
+
+class ModernBertPredictionHead(nn.Module):
+    """dense -> act -> norm, the shape of every HF ModernBERT head (no biases: HF's
+    `classifier_bias` and `norm_bias` default to False)."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.act = activation(cfg.classifier_activation)
+        self.norm = layer_norm(cfg)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.act(self.dense(hidden)))
+
+
+def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """hidden [B, T, H] at `positions` [B, K] (indices into T): [B, K, H]."""
+    index = positions.long()[..., None].expand(-1, -1, hidden.shape[-1])
+    return hidden.gather(1, index)
+
+
+class ModernBertForMaskedLM(nn.Module):
+    """The generator (and an MLM model): encoder, head, and a decoder whose weight is the token
+    embedding table (HF ties them; its `decoder_bias` defaults to True, so the decoder has a
+    bias). The state dict has HF's `ModernBertForMaskedLM` keys, the tied weight listed twice as
+    HF lists it."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        self.config = cfg
+        self.model = ModernBertModel(cfg)
+        self.head = ModernBertPredictionHead(cfg)
+        self.decoder = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=True)
+        self.decoder.weight = self.model.embeddings.tok_embeddings.weight
+        init_weight(self.head.dense.weight, out_std(cfg), cfg)
+        nn.init.zeros_(self.decoder.bias)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits [B, T, V]; with `positions` [B, K] (the masked slots), only there: [B, K, V]
+        (ELECTRA's generator predicts only what was masked, and the vocabulary-wide product is
+        most of the head's cost)."""
+        hidden = self.model(input_ids, attention_mask)
+        if positions is not None:
+            hidden = gather_positions(hidden, positions)
+        return self.decoder(self.head(hidden))
+
+
+class ModernBertForPreTraining(nn.Module):
+    """The discriminator: encoder, head, and one replaced-token logit per token [B, T]. The names
+    are HF's `ModernBertForTokenClassification`'s, so export with two labels is a key map plus
+    the classifier's rows [0; w] and [0; b]: softmax over (0, z) is sigmoid(z)."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        self.config = cfg
+        self.model = ModernBertModel(cfg)
+        self.head = ModernBertPredictionHead(cfg)
+        self.drop = nn.Dropout(cfg.classifier_dropout)
+        self.classifier = nn.Linear(cfg.hidden_size, 1)
+        init_weight(self.head.dense.weight, out_std(cfg), cfg)
+        init_weight(self.classifier.weight, cfg.hidden_size**-0.5, cfg)  # HF's "final_out"
+        nn.init.zeros_(self.classifier.bias)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        hidden = self.model(input_ids, attention_mask)
+        return self.classifier(self.drop(self.head(hidden))).squeeze(-1)
