@@ -64,7 +64,7 @@ class Network:
     """One network a pretraining step runs: its size, its heads and whether it is trained (the
     objective says which, `Objective.step_networks`)."""
 
-    config: ModelConfig
+    config: ModelConfig  # or the family's own config (`electra.model.modernbert.ModernConfig`)
     mlm_frac: float = 0.0  # fraction of positions that get the vocabulary head (0: none)
     rtd_head: bool = False  # the per-token dense + one-logit head (discriminator, copy gate)
     trained: bool = True  # False: forward only (a frozen generator)

@@ -1,6 +1,6 @@
-"""Architecture families by name: each is one module in `electra/model/` (today only `electra`),
-registered here with its encoder classes and its FLOP count, so that a new family is one new
-module and one entry. What the export and loading code needs of a family (Hugging Face names) is
+"""Architecture families by name: each is one module in `electra/model/` (`electra`, and
+`modernbert`, whose networks no setting selects yet), registered here with its encoder classes and
+its FLOP count, so that a new family is one new module and one entry. What the export and loading code needs of a family (Hugging Face names) is
 kept by `electra.hf`, not here.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.model import electra, flops
+from electra.model import electra, flops, modern_flops, modernbert
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,15 @@ FAMILIES: dict[str, Family] = {
         masked_lm=electra.ElectraForMaskedLM,
         pretraining=electra.ElectraForPreTraining,
         forward_flops=flops.forward_flops,
+    ),
+    # The ModernBERT architecture (docs/architecture.md): registered with its classes and matmul
+    # FLOPs; a run selects it once a model setting names the family.
+    "modernbert": Family(
+        name="modernbert",
+        encoder=modernbert.ModernBertModel,
+        masked_lm=modernbert.ModernBertForMaskedLM,
+        pretraining=modernbert.ModernBertForPreTraining,
+        forward_flops=modern_flops.forward_flops,
     ),
 }
 
