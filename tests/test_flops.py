@@ -113,24 +113,3 @@ def test_an_objective_that_names_no_networks_has_no_flops(monkeypatch):
     for count in (official_train_flops, model_flops_per_step):
         with pytest.raises(ElectraError, match="does not say which networks its step runs"):
             count(cfg)
-
-
-def test_the_modern_family_is_registered_with_its_networks_and_flops():
-    from electra.model.modern_flops import modern_forward_flops
-    from electra.model.modernbert import ModernBertForPreTraining, ModernConfig
-
-    modern = family("modernbert")
-    assert modern.pretraining is ModernBertForPreTraining
-    cfg = ModernConfig(
-        vocab_size=64,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=24,
-        pad_token_id=0,
-        local_attention=4,
-    )
-    rtd = modern.forward_flops(Network(cfg, rtd_head=True), 10, "model")
-    assert rtd == modern_forward_flops(cfg, 10, rtd=True)
-    with pytest.raises(ElectraError, match="official FLOP convention"):
-        modern.forward_flops(Network(cfg), 10, "official")

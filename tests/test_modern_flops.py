@@ -22,6 +22,7 @@ from electra.model.modernbert import (
     ModernConfig,
     attention_masks,
 )
+from electra.model.registry import family
 
 # Layer 0 global, layer 1 local; a total window of 4 (|i - j| <= 2) matters at s = 10.
 TINY = ModernConfig(
@@ -84,6 +85,9 @@ def test_total_is_the_layers_plus_the_heads():
 
 
 def test_the_registry_adapter_prices_a_network_in_the_model_convention_only():
+    modern = family("modernbert")
+    assert modern.forward_flops is mf.forward_flops
+    assert modern.pretraining is ModernBertForPreTraining
     n = Network(TINY, mlm_frac=0.3, rtd_head=True)
     assert mf.forward_flops(n, S, "model") == mf.modern_forward_flops(
         TINY, S, mlm_frac=0.3, rtd=True

@@ -455,7 +455,7 @@ def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_h
     ],
 )
 def test_a_file_not_in_utf8_is_one_line_naming_it(tmp_path, task, name, raw):
-    from electra.finetuning.predict import read_examples
+    from electra.finetuning.predict import input_chunks
     from electra.finetuning.results import read_split
     from electra.tasks import get_task
 
@@ -463,7 +463,7 @@ def test_a_file_not_in_utf8_is_one_line_naming_it(tmp_path, task, name, raw):
     path.write_bytes(raw)
     for read in (
         lambda: read_split(get_task(task), get_task(task).resolve({"train": path}), "train"),
-        lambda: read_examples(get_task(task), [str(path)]),
+        lambda: list(input_chunks(get_task(task), str(path))),
     ):
         with pytest.raises(ElectraError) as e:
             read()

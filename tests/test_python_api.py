@@ -22,25 +22,17 @@ from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.overrides import with_values
 
-from .conftest import WORDS
+from .conftest import TINY_OVERRIDES, WORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # A model of a few thousand parameters: seconds per run (tests/conftest.py's `tiny_cfg`, as flags).
 SMALL = {
+    **TINY_OVERRIDES,
     "train.device": "cpu",
-    "model.hidden_size": "32",
-    "model.embedding_size": "16",
-    "model.num_hidden_layers": "2",
-    "model.num_attention_heads": "2",
-    "model.intermediate_size": "64",
-    "train.batch_size": "8",
     "train.steps": "4",
-    "train.warmup_steps": "2",
     "train.log_every": "2",
     "train.save_every": "2",
-    "train.progress": "false",
-    "train.tensorboard": "false",
     "objective.name": "two_stage",
 }
 FAST = {"batch_size": 8, "lr": 3e-3, "progress": False, "device": "cpu", "seeds": 1}

@@ -174,13 +174,6 @@ def input_lines(inputs: Sequence[Text]) -> list[str]:
     return lines
 
 
-def read_examples(task: Task, inputs: list[str], stdin: TextIO | None = None) -> list[list]:
-    """The examples of each input, whole, in order (see `input_chunks`)."""
-    return [
-        [e for _, chunk, _ in input_chunks(task, name, stdin) for e in chunk] for name in inputs
-    ]
-
-
 def input_chunks(
     task: Task, name: str, stdin: TextIO | None = None
 ) -> Iterator[tuple[int, list[Any], int | None]]:
