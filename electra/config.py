@@ -7,8 +7,9 @@ it is saved with every checkpoint so a run can be resumed or reproduced from its
 A setting left unset is None wherever "unset" means something else than a value (the old spellings
 0, -1 and "" still load as None: `electra.overrides.none_for_unset`).
 
-`ModelConfig` uses the field names of Hugging Face's `ElectraConfig`, so a model folder's
-`config.json` is an `ElectraConfig` and export needs no renaming.
+The model section is the family's config (`electra.model_config`: `ModelConfig` for `electra`,
+`ModernConfig` for `modernbert`, chosen by `model.arch`), with the field names of its Hugging Face
+config class, so a model folder's `config.json` is that class's and export needs no renaming.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
+from electra.model_config import AnyModelConfig, ModelConfig, ModernConfig, with_arch
 from electra.overrides import (
     flatten,
     none_for_unset,
@@ -27,38 +29,6 @@ from electra.overrides import (
     unknown_key,
     with_values,
 )
-
-
-@dataclass
-class ModelConfig:
-    """One transformer encoder (the discriminator, or a generator derived from it). HF ElectraConfig names."""
-
-    vocab_size: int = 30522
-    embedding_size: int = 128
-    hidden_size: int = 256
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 4
-    intermediate_size: int = 1024
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
-
-    def __post_init__(self) -> None:
-        if self.hidden_size % self.num_attention_heads:
-            raise ElectraError(
-                f"model.hidden_size={self.hidden_size} is not divisible by "
-                f"model.num_attention_heads={self.num_attention_heads}: pick a head count that divides it"
-            )
-        if self.hidden_act not in ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh"):
-            raise ElectraError(
-                f"model.hidden_act={self.hidden_act!r} is not supported: use gelu, gelu_new or relu"
-            )
-
 
 # The objectives of the registry (one module each in electra/objectives/) and the sharing modes of
 # objectives/sharing.py, named here so that a config stays plain data that imports neither torch
@@ -345,7 +315,7 @@ class TrainConfig(OptimConfig, RuntimeConfig):
 @dataclass
 class RunConfig:
     preset: str = "small"
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: AnyModelConfig = field(default_factory=ModelConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -365,9 +335,10 @@ class RunConfig:
         return cls.from_dict(read_config_file(path), source=str(path))
 
 
-def generator_config(disc: ModelConfig, objective: ObjectiveConfig) -> ModelConfig:
+def generator_config(disc: AnyModelConfig, objective: ObjectiveConfig) -> AnyModelConfig:
     """The generator's encoder config, derived as the official `get_generator_config` does, unless
-    the objective gives exact dimensions."""
+    the objective gives exact dimensions. A narrower generator's FFN keeps its family's ratio
+    (ELECTRA's 4x; the modern family's 1.5x, ModernBERT-base's 1152 / 768)."""
     o = objective
     hidden = o.generator_hidden_size or max(
         1, round(disc.hidden_size * o.generator_hidden_fraction)
@@ -378,12 +349,13 @@ def generator_config(disc: ModelConfig, objective: ObjectiveConfig) -> ModelConf
     # A generator of the discriminator's width is the discriminator's shape, whatever its FFN and
     # heads (the formula below gives the official presets' values either way).
     full = hidden == disc.hidden_size
+    ffn = 4 * hidden if isinstance(disc, ModelConfig) else round(1.5 * hidden)
     return replace(
         disc,
         hidden_size=hidden,
         num_hidden_layers=layers,
         intermediate_size=o.generator_intermediate_size
-        or (disc.intermediate_size if full else 4 * hidden),
+        or (disc.intermediate_size if full else ffn),
         num_attention_heads=o.generator_num_attention_heads
         or (disc.num_attention_heads if full else max(1, hidden // 64)),
     )
@@ -461,12 +433,53 @@ def _preset_tiny() -> RunConfig:
     )
 
 
+def _modern(name: str, schedule_of: str, **sizes: Any) -> RunConfig:
+    """A modern-family preset (docs/pretraining.md §The modern family): the encoder's shape, a
+    generator of its width and a third of its depth sharing its embeddings (ModernBERT has no
+    embedding projection to narrow a generator behind), and the schedule of the ELECTRA preset of
+    about its size. Dropout is off, as ModernBERT's is."""
+    electra = PRESETS[schedule_of]()
+    return RunConfig(
+        name,
+        ModernConfig(**sizes),
+        replace(electra.objective, generator_hidden_fraction=1.0, generator_layers_fraction=1 / 3),
+        electra.data,
+        electra.train,
+    )
+
+
 PRESETS = {
     "tiny": _preset_tiny,
     "small": _preset_small,
     "small++": _preset_small_pp,
     "base": _preset_base,
     "large": _preset_large,
+    # Ettin's 17M encoder shape; ModernBERT-base's and -large's.
+    "modern-tiny": lambda: _modern(
+        "modern-tiny",
+        "tiny",
+        hidden_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=256,
+    ),
+    "modern-small": lambda: _modern(
+        "modern-small",
+        "small",
+        hidden_size=256,
+        num_hidden_layers=7,
+        num_attention_heads=4,
+        intermediate_size=384,
+    ),
+    "modern-base": lambda: _modern("modern-base", "base"),
+    "modern-large": lambda: _modern(
+        "modern-large",
+        "large",
+        hidden_size=1024,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        intermediate_size=2624,
+    ),
 }
 
 
@@ -488,6 +501,8 @@ def apply_overrides(
 ) -> RunConfig:
     """Returns a new config with `section.field` values replaced; unknown keys are an error."""
     sections = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "preset"}
+    if "model.arch" in overrides:  # the family decides which model fields exist
+        sections["model"] = with_arch(sections["model"], str(overrides["model.arch"]))
     known = [f"{s}.{f.name}" for s, o in sections.items() for f in fields(o)]
     grouped: dict[str, dict[str, Any]] = {}
     top: dict[str, Any] = {}

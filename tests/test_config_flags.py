@@ -19,6 +19,7 @@ from electra.config import (
     TrainConfig,
 )
 from electra.errors import ElectraError
+from electra.model_config import ModernConfig
 from electra.finetuning.config import FinetuneConfig
 from electra.overrides import field_docs
 from electra.tasks.settings import FAMILIES, QaSettings
@@ -54,6 +55,7 @@ def test_every_pretraining_field_has_a_flag_with_its_comment_as_help():
     flags = _flags(parser)
     for section, cls in (
         ("model", ModelConfig),
+        ("model", ModernConfig),
         ("objective", ObjectiveConfig),
         ("data", DataConfig),
         ("train", TrainConfig),

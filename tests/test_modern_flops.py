@@ -115,7 +115,7 @@ def test_against_torchs_flop_counter():
     assert encoder - batch * 2 * 2 * 16 * 2 * GLOBAL_PAIRS == batch * linear
 
     positions = torch.tensor([[0, 4, 7], [1, 2, 9]])  # 3 of 10: mlm_frac 0.3
-    mlm = measured(ModernBertForMaskedLM(TINY), ids, None, positions)
+    mlm = measured(ModernBertForMaskedLM(TINY), ids, None, None, positions)
     assert mlm == batch * (mf.modern_forward_flops(TINY, S, mlm_frac=0.3) + masked_out)
     rtd = measured(ModernBertForPreTraining(TINY), ids)
     assert rtd == batch * (mf.modern_forward_flops(TINY, S, rtd=True) + masked_out)

@@ -129,7 +129,7 @@ def test_hidden_states_equal_hf_on_a_padded_batch(attn):
     ids, mask = padded_batch()
     with torch.no_grad():
         theirs = hf(input_ids=ids, attention_mask=mask).last_hidden_state
-        mine = ours(ids, mask)
+        mine = ours(ids, attention_mask=mask)
     real = mask.bool()
     assert mine.shape == theirs.shape == (2, LENGTH, TINY.hidden_size)
     assert torch.isfinite(mine).all()
@@ -149,7 +149,10 @@ def test_the_parity_test_would_catch_a_wrong_setting(change):
     ours = ours_from(hf, dataclasses.replace(TINY, **change))
     ids, mask = padded_batch()
     with torch.no_grad():
-        gap = (ours(ids, mask) - hf(input_ids=ids, attention_mask=mask).last_hidden_state).abs()
+        gap = (
+            ours(ids, attention_mask=mask)
+            - hf(input_ids=ids, attention_mask=mask).last_hidden_state
+        ).abs()
     assert gap[mask.bool()].max() > 1e-3
 
 
@@ -158,8 +161,8 @@ def test_a_padded_row_gives_what_the_row_alone_gives():
     model = ModernBertModel(TINY).eval()
     ids, mask = padded_batch()
     with torch.no_grad():
-        batched = model(ids, mask)[1, :7]
-        alone = model(ids[1:, :7], mask[1:, :7])[0]
+        batched = model(ids, attention_mask=mask)[1, :7]
+        alone = model(ids[1:, :7], attention_mask=mask[1:, :7])[0]
     torch.testing.assert_close(batched, alone, rtol=0, atol=1e-5)
 
 
@@ -251,7 +254,7 @@ def test_mlm_logits_equal_hf_on_a_padded_batch(attn):
     ids, mask = padded_batch()
     with torch.no_grad():
         theirs = hf(input_ids=ids, attention_mask=mask).logits
-        mine = ours(ids, mask)
+        mine = ours(ids, attention_mask=mask)
     real = mask.bool()
     assert mine.shape == theirs.shape == (2, LENGTH, TINY.vocab_size)
     assert theirs[real].abs().max() > 1  # the comparison is not of near-zero numbers
@@ -265,8 +268,8 @@ def test_mlm_at_positions_equals_the_full_logits_gathered():
     ids, mask = padded_batch()
     positions = torch.tensor([[0, 5, 19], [6, 1, 3]])
     with torch.no_grad():
-        full = ours(ids, mask)
-        some = ours(ids, mask, positions=positions)
+        full = ours(ids, attention_mask=mask)
+        some = ours(ids, attention_mask=mask, positions=positions)
     assert some.shape == (2, 3, TINY.vocab_size)
     expected = torch.stack([full[b, positions[b]] for b in range(2)])
     torch.testing.assert_close(some, expected, rtol=0, atol=1e-6)
@@ -293,7 +296,7 @@ def test_rtd_exports_to_hf_token_classification_with_equal_probabilities_and_los
     real = mask.bool()
     labels = torch.randint(0, 2, ids.shape, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        mine = ours(ids, mask)
+        mine = ours(ids, attention_mask=mask)
         out = hf(input_ids=ids, attention_mask=mask, labels=labels.masked_fill(~real, -100))
     assert mine.shape == (2, LENGTH)
     assert out.logits.shape == (2, LENGTH, 2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import fields
@@ -105,10 +106,19 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     for name, section in field_types(RunConfig).items():
         if name == "preset":
             continue
+        if name == "model":  # the union of the families' configs
+            section = type(small.model)
         group = pt.add_argument_group(f"{name} settings (defaults: the small preset's)")
         add_config_flags(
             group, section, f"{name}.", PRETRAIN_ALIASES, defaults=getattr(small, name)
         )
+    # The modern family's own fields (model.arch=modernbert); those it shares are above.
+    modern = preset("modern-small").model
+    group = pt.add_argument_group(
+        "model settings of model.arch=modernbert (defaults: the modern-small preset's)"
+    )
+    shared = {f.name for f in dataclasses.fields(small.model)}
+    add_config_flags(group, type(modern), "model.", skip=shared, defaults=modern)
     pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
 
 

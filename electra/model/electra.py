@@ -246,6 +246,8 @@ class ElectraDiscriminatorPredictions(nn.Module):
 class ElectraForPreTraining(nn.Module):
     """The discriminator: one logit per token, positive for "replaced"."""
 
+    base_model_prefix = "electra"  # the encoder's attribute, as in Hugging Face's classes
+
     def __init__(self, cfg: ModelConfig, embeddings: ElectraEmbeddings | None = None):
         super().__init__()
         self.config = cfg
@@ -281,6 +283,8 @@ class ElectraGeneratorPredictions(nn.Module):
 class ElectraForMaskedLM(nn.Module):
     """The generator (or the BERT-style MLM model): vocabulary logits, tied to the word embedding table."""
 
+    base_model_prefix = "electra"
+
     def __init__(self, cfg: ModelConfig, embeddings: ElectraEmbeddings | None = None):
         super().__init__()
         self.config = cfg
@@ -288,6 +292,10 @@ class ElectraForMaskedLM(nn.Module):
         self.generator_predictions = ElectraGeneratorPredictions(cfg)
         self.generator_lm_head = nn.Linear(cfg.embedding_size, cfg.vocab_size)
         init_weights(self, cfg.initializer_range, skip=embeddings)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """The output head's weight is the encoder's word table (again, after the encoder changed)."""
         self.generator_lm_head.weight = self.electra.embeddings.word_embeddings.weight
 
     def forward(

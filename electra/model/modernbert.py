@@ -18,97 +18,13 @@ at the masked positions) and `ModernBertForPreTraining` (the RTD discriminator: 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import ElectraError
 from electra.model.electra import activation
-
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
-GLOBAL, LOCAL = "full_attention", "sliding_attention"  # HF's layer_types names
-
-
-@dataclass
-class ModernConfig:
-    """One ModernBERT-architecture encoder. HF ModernBertConfig names (its 4.x keys for the layer
-    pattern and the thetas); the defaults are ModernBERT-base's."""
-
-    vocab_size: int = 50368
-    hidden_size: int = 768
-    num_hidden_layers: int = 22
-    num_attention_heads: int = 12
-    intermediate_size: int = 1152
-    hidden_activation: str = "gelu"
-    classifier_activation: str = "gelu"  # the heads' dense -> act -> norm
-    max_position_embeddings: int = 8192
-    norm_eps: float = 1e-5
-    pad_token_id: int = 50283
-    global_attn_every_n_layers: int = 3
-    local_attention: int = 128  # the total window: a token sees half of it on each side
-    global_rope_theta: float = 160_000.0
-    local_rope_theta: float = 10_000.0
-    initializer_range: float = 0.02
-    initializer_cutoff_factor: float = 2.0
-    embedding_dropout: float = 0.0
-    attention_dropout: float = 0.0
-    mlp_dropout: float = 0.0
-    classifier_dropout: float = 0.0  # before a classifier (HF's token/sequence heads)
-
-    def __post_init__(self) -> None:
-        sizes = (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "global_attn_every_n_layers",
-            "local_attention",
-        )
-        for name in sizes:
-            if getattr(self, name) < 1:
-                raise ElectraError(f"model.{name}={getattr(self, name)} must be at least 1")
-        if self.hidden_size % self.num_attention_heads:
-            raise ElectraError(
-                f"model.hidden_size={self.hidden_size} is not divisible by "
-                f"model.num_attention_heads={self.num_attention_heads}: pick a head count that divides it"
-            )
-        if self.head_dim % 2:
-            # Rotary positions turn pairs of a head's dimensions.
-            raise ElectraError(
-                f"model.hidden_size / model.num_attention_heads = {self.head_dim} is odd: "
-                "rotary positions need an even head size"
-            )
-        for name in ("hidden_activation", "classifier_activation"):
-            if getattr(self, name) not in ACTIVATIONS:
-                raise ElectraError(
-                    f"model.{name}={getattr(self, name)!r} is not supported: "
-                    f"use {', '.join(ACTIVATIONS)}"
-                )
-        if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ElectraError(
-                f"model.pad_token_id={self.pad_token_id} is outside the vocabulary (size {self.vocab_size})"
-            )
-        for name in ("global_rope_theta", "local_rope_theta", "norm_eps", "initializer_range"):
-            if not getattr(self, name) > 0:
-                raise ElectraError(f"model.{name}={getattr(self, name)} must be positive")
-        for name in ("embedding_dropout", "attention_dropout", "mlp_dropout", "classifier_dropout"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ElectraError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    def layer_type(self, i: int) -> str:
-        """HF's name for layer i's attention: global on every n-th layer, starting with the first."""
-        return GLOBAL if i % self.global_attn_every_n_layers == 0 else LOCAL
-
-    def rope_theta(self, layer_type: str) -> float:
-        return self.global_rope_theta if layer_type == GLOBAL else self.local_rope_theta
+from electra.model_config import GLOBAL, LOCAL, ModernConfig
 
 
 def layer_norm(cfg: ModernConfig) -> nn.LayerNorm:
@@ -148,16 +64,20 @@ def attention_masks(
     attention_mask: torch.Tensor | None, seq_len: int, half_window: int, device: torch.device
 ) -> dict[str, torch.Tensor | None]:
     """The boolean SDPA mask of each layer type, True where a query may see a key, [B or 1, 1, T, T]
-    (None: see everything). Padded keys are hidden; local layers also hide keys more than
-    `half_window` away. Every position may see itself, so that a padded query whose window holds
-    only padding has a key (an all-False row makes SDPA return NaN); real positions never see a
-    padded key, so their outputs are HF's exactly."""
+    (None: see everything). `attention_mask` is a padding mask [B, T] (1 for real tokens) or a
+    boolean [B, 1, T, T] of which keys each query may see (Electric's causal towers). Hidden keys
+    stay hidden; local layers also hide keys more than `half_window` away. Every position may see
+    itself, so that a padded query whose window holds only padding has a key (an all-False row
+    makes SDPA return NaN); real positions never see a padded key, so their outputs are HF's
+    exactly."""
     pos = torch.arange(seq_len, device=device)
     itself = pos[:, None] == pos[None, :]
     window = (pos[:, None] - pos[None, :]).abs() <= half_window  # [T, T]
     if attention_mask is None:
         return {GLOBAL: None, LOCAL: window[None, None]}
-    keys = attention_mask.to(device=device, dtype=torch.bool)[:, None, None, :]  # [B, 1, 1, T]
+    keys = attention_mask.to(device=device, dtype=torch.bool)
+    if keys.dim() == 2:
+        keys = keys[:, None, None, :]  # [B, 1, 1, T]
     return {GLOBAL: keys | itself, LOCAL: (keys & window) | itself}
 
 
@@ -241,10 +161,12 @@ class ModernBertModel(nn.Module):
     """The encoder: token ids (and a padding mask, 1 for real tokens) to the final hidden states
     [B, T, H]."""
 
-    def __init__(self, cfg: ModernConfig):
+    def __init__(self, cfg: ModernConfig, embeddings: nn.Module | None = None):
         super().__init__()
         self.config = cfg
-        self.embeddings = ModernBertEmbeddings(cfg)
+        # Passing another model's embeddings shares them: the same module, the same parameters.
+        self.shares_embeddings = embeddings is not None
+        self.embeddings = embeddings if embeddings is not None else ModernBertEmbeddings(cfg)
         self.layers = nn.ModuleList(
             ModernBertEncoderLayer(cfg, i) for i in range(cfg.num_hidden_layers)
         )
@@ -256,19 +178,28 @@ class ModernBertModel(nn.Module):
         down by sqrt(2 * layers)."""
         cfg = self.config
         std_in, std_out = cfg.initializer_range, out_std(cfg)
-        init_weight(self.embeddings.tok_embeddings.weight, std_in, cfg)
+        if not self.shares_embeddings:  # the owner initialises them
+            init_weight(self.embeddings.tok_embeddings.weight, std_in, cfg)
         for layer in self.layers:
             init_weight(layer.attn.Wqkv.weight, std_in, cfg)
             init_weight(layer.attn.Wo.weight, std_out, cfg)
             init_weight(layer.mlp.Wi.weight, std_in, cfg)
             init_weight(layer.mlp.Wo.weight, std_out, cfg)
-        for module in self.modules():
+        for module in self.layers.modules():
             if isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
+        nn.init.ones_(self.final_norm.weight)
+        if not self.shares_embeddings:
+            nn.init.ones_(self.embeddings.norm.weight)
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Final hidden states [B, T, H]. `token_type_ids` is taken so that every family is called
+        alike, and ignored: the architecture has no segments (a pair is told apart by its [SEP])."""
         cfg, t, device = self.config, input_ids.shape[1], input_ids.device
         if t > cfg.max_position_embeddings:
             raise ElectraError(
@@ -310,28 +241,39 @@ class ModernBertForMaskedLM(nn.Module):
     bias). The state dict has HF's `ModernBertForMaskedLM` keys, the tied weight listed twice as
     HF lists it."""
 
-    def __init__(self, cfg: ModernConfig):
+    base_model_prefix = "model"
+
+    def __init__(self, cfg: ModernConfig, embeddings: nn.Module | None = None):
         super().__init__()
         self.config = cfg
-        self.model = ModernBertModel(cfg)
+        self.model = ModernBertModel(cfg, embeddings)
         self.head = ModernBertPredictionHead(cfg)
         self.decoder = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=True)
-        self.decoder.weight = self.model.embeddings.tok_embeddings.weight
+        self.tie_weights()
         init_weight(self.head.dense.weight, out_std(cfg), cfg)
         nn.init.zeros_(self.decoder.bias)
+
+    def tie_weights(self) -> None:
+        """The decoder's weight is the encoder's token table (again, after the encoder changed)."""
+        self.decoder.weight = self.model.embeddings.tok_embeddings.weight
 
     def forward(
         self,
         input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits [B, T, V]; with `positions` [B, K] (the masked slots), only there: [B, K, V]
         (ELECTRA's generator predicts only what was masked, and the vocabulary-wide product is
         most of the head's cost)."""
-        hidden = self.model(input_ids, attention_mask)
+        hidden = self.model(input_ids, token_type_ids, attention_mask)
         if positions is not None:
             hidden = gather_positions(hidden, positions)
+        return self.logits(hidden)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The vocabulary head on encoder states [..., H]."""
         return self.decoder(self.head(hidden))
 
 
@@ -340,10 +282,12 @@ class ModernBertForPreTraining(nn.Module):
     are HF's `ModernBertForTokenClassification`'s, so export with two labels is a key map plus
     the classifier's rows [0; w] and [0; b]: softmax over (0, z) is sigmoid(z)."""
 
-    def __init__(self, cfg: ModernConfig):
+    base_model_prefix = "model"
+
+    def __init__(self, cfg: ModernConfig, embeddings: nn.Module | None = None):
         super().__init__()
         self.config = cfg
-        self.model = ModernBertModel(cfg)
+        self.model = ModernBertModel(cfg, embeddings)
         self.head = ModernBertPredictionHead(cfg)
         self.drop = nn.Dropout(cfg.classifier_dropout)
         self.classifier = nn.Linear(cfg.hidden_size, 1)
@@ -352,7 +296,10 @@ class ModernBertForPreTraining(nn.Module):
         nn.init.zeros_(self.classifier.bias)
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        hidden = self.model(input_ids, attention_mask)
+        hidden = self.model(input_ids, token_type_ids, attention_mask)
         return self.classifier(self.drop(self.head(hidden))).squeeze(-1)

@@ -1,7 +1,12 @@
 """Architecture families by name: each is one module in `electra/model/` (`electra`, and
-`modernbert`, whose networks no setting selects yet), registered here with its encoder classes and
-its FLOP count, so that a new family is one new module and one entry. What the export and loading code needs of a family (Hugging Face names) is
-kept by `electra.hf`, not here.
+`modernbert`), registered here with its config class, its encoder classes and its FLOP count, so
+that a new family is one new module and one entry; a run's `model.arch` names its family. What the
+export and loading code needs of a family (Hugging Face names) is kept by `electra.hf`, not here.
+
+Every family's classes are called alike: `(input_ids, token_type_ids, attention_mask)` (a family
+without segments ignores the second), an `embeddings` argument to share another network's, the
+encoder under the attribute `base_model_prefix` names (`encoder_of`), and a masked LM's `logits`
+and `tie_weights`.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from torch import nn
 
 from electra.errors import ElectraError
 from electra.model import electra, flops, modern_flops, modernbert
+from electra.model_config import AnyModelConfig, ModelConfig, ModernConfig
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,7 @@ class Family:
     convention (`electra.model.flops`)."""
 
     name: str
+    config: type[AnyModelConfig]
     encoder: type[nn.Module]  # the bare encoder: token ids to hidden states
     masked_lm: type[nn.Module]  # with the vocabulary head (generator, BERT's model)
     pretraining: type[nn.Module]  # with the per-token replaced-or-original head (discriminator)
@@ -32,15 +39,16 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "electra": Family(
         name="electra",
+        config=ModelConfig,
         encoder=electra.ElectraModel,
         masked_lm=electra.ElectraForMaskedLM,
         pretraining=electra.ElectraForPreTraining,
         forward_flops=flops.forward_flops,
     ),
-    # The ModernBERT architecture (docs/architecture.md): registered with its classes and matmul
-    # FLOPs; a run selects it once a model setting names the family.
+    # The ModernBERT architecture (docs/specification.md §The modern family).
     "modernbert": Family(
         name="modernbert",
+        config=ModernConfig,
         encoder=modernbert.ModernBertModel,
         masked_lm=modernbert.ModernBertForMaskedLM,
         pretraining=modernbert.ModernBertForPreTraining,
@@ -48,7 +56,6 @@ FAMILIES: dict[str, Family] = {
     ),
 }
 
-# Every ModelConfig is ELECTRA's until a config names its family (the next encoder's issue).
 DEFAULT_FAMILY = "electra"
 
 
@@ -59,3 +66,13 @@ def family(name: str = DEFAULT_FAMILY) -> Family:
             f"architecture family {name!r} is unknown: choose one of {', '.join(FAMILIES)}"
         )
     return FAMILIES[name]
+
+
+def family_of(cfg: AnyModelConfig) -> Family:
+    """The family a model config belongs to (`model.arch`)."""
+    return family(cfg.arch)
+
+
+def encoder_of(model: nn.Module) -> nn.Module:
+    """The bare encoder inside a model with a head (`model.electra`, `model.model`, ...)."""
+    return getattr(model, model.base_model_prefix)
