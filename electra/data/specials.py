@@ -35,6 +35,14 @@ _CONFIG_KEYS = {
     "sep": ("sep_token", "eos_token"),
     "mask": ("mask_token",),
 }
+# A special token spelled <|name|>, [name] or <name> with one of these names plays the role.
+_ROLE_NAMES = {
+    "pad": ("pad", "padding"),
+    "unk": ("unk", "unknown"),
+    "cls": ("cls", "bos"),
+    "sep": ("sep", "eos"),
+    "mask": ("mask",),
+}
 _CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -135,13 +143,19 @@ def find_special_ids(
 
 
 def _known_id(tok: Tokenizer, role: str) -> int | None:
-    """The id of the first known spelling of `role`: among the special added tokens first."""
+    """The id of the first known spelling of `role`, among the special added tokens first; then
+    a special token named after the role in another bracketing (<|mask|>, [pad])."""
     specials = {t.content: i for i, t in tok.get_added_tokens_decoder().items() if t.special}
     for pool in (specials, tok.get_vocab(with_added_tokens=True)):
         for token in KNOWN_SPELLINGS[role]:
             if token in pool:
                 return pool[token]
-    return None
+    names = _ROLE_NAMES[role]
+    return next((i for token, i in sorted(specials.items()) if _bare(token) in names), None)
+
+
+def _bare(token: str) -> str:
+    return token.strip("<>[]|/ ").lower()
 
 
 def _framing_ends(tok: Tokenizer) -> tuple[int | None, int | None]:

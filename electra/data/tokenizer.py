@@ -240,8 +240,11 @@ def save_tokenizer(
         "model_max_length": model_max_length,
         **spelled,
     }
-    if not token_types:
-        config["model_input_names"] = ["input_ids", "attention_mask"]
+    # Said outright wherever it differs from the class's default (HF's fast tokenizer emits no
+    # token types in 5.x, ELECTRA's does).
+    if not token_types or not wordpiece:
+        types = ["token_type_ids"] if token_types else []
+        config["model_input_names"] = ["input_ids", *types, "attention_mask"]
     _write_json(out_dir / "tokenizer_config.json", config)
     _write_json(out_dir / "special_tokens_map.json", spelled)
 
