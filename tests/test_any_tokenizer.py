@@ -291,3 +291,20 @@ def test_missing_role_error_names_the_file_and_what_to_do(tmp_path):
 def test_specials_named_after_their_role_in_other_brackets_are_found():
     tok = byte_bpe(["<|padding|>", "<|bos|>", "<|eos|>", "<|mask|>", "<|unknown|>"])
     assert special_ids(tok) == SpecialIds(pad=0, unk=4, cls=1, sep=2, mask=3)
+
+
+def test_a_template_framing_with_a_token_that_is_neither_cls_nor_sep_is_refused(
+    corpus, tmp_path, capsys
+):
+    tok = byte_bpe([*MODERN, "<eot>"])
+    cls, sep, eot = (tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "<eot>"))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP] <eot>",
+        pair="[CLS] $A [SEP] $B [SEP] <eot>",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep), ("<eot>", eot)],
+    )
+    file = tmp_path / "tokenizer.json"
+    tok.save(str(file))
+    code, _, err = prepare_cli(capsys, corpus, file, tmp_path / "data")
+    assert_one_line_error(code, err, str(file), "<eot>", "cls_token/sep_token")
+    assert not (tmp_path / "data").exists()

@@ -418,8 +418,9 @@ def prepare(
     _check_out_dir(out_dir, overwrite)
     paths = resolve_paths(corpus)
     tok = load_tokenizer(tokenizer_path)
-    special = tokenizer_special_ids(tokenizer_path, tok)  # refused here, before anything is written
-    settings = _pack_settings(tok, special, seq_len, seed, packing)
+    # A tokenizer without the tokens a run needs is refused here, before anything is written.
+    special = tokenizer_special_ids(tokenizer_path, tok)
+    settings = _pack_settings(tok, special, seq_len, seed, packing, str(tokenizer_path))
 
     stats = ReadStats()
     with atomic_dir(out_dir, tag=f"tmp-{os.getpid()}") as tmp:
@@ -466,11 +467,11 @@ def _check_prepare_args(
 
 
 def _pack_settings(
-    tok: Tokenizer, special: SpecialIds, seq_len: int, seed: int, packing: str
+    tok: Tokenizer, special: SpecialIds, seq_len: int, seed: int, packing: str, source: str
 ) -> _PackSettings:
     """The builder's settings for `tok`: its framing and pad id, and the smallest dtype its ids
     fit. A tokenizer whose post-processor frames nothing is given a [CLS] $A [SEP] template."""
-    frame = framing(tok, special)
+    frame = framing(tok, special, source)
     if seq_len < frame.pair_extra + 2:
         raise ElectraError(
             f"seq_len {seq_len} leaves no room for text: the tokenizer frames a pair with "

@@ -87,13 +87,13 @@ def configured_tokens(folder: Path) -> dict[str, str]:
             continue
         try:
             config = json.loads(path.read_text(encoding="utf-8"))
-            items = config.items()
-        except (OSError, ValueError, AttributeError) as e:
+        except (OSError, ValueError) as e:
             raise ElectraError(f"cannot read {path}: {e}") from None
-        values = dict(items)
+        if not isinstance(config, dict):
+            raise ElectraError(f"{path} is not a JSON object: fix or remove it")
         for role, keys in _CONFIG_KEYS.items():
             for key in keys:
-                token = _token_text(values.get(key))
+                token = _token_text(config.get(key))
                 if token and role not in named:
                     named[role] = token
                     break
@@ -125,9 +125,9 @@ def find_special_ids(
             ids[role] = token_id
         else:
             ids[role] = _known_id(tok, role)
-    for role, token_id in zip(("cls", "sep"), _framing_ends(tok), strict=True):
-        if ids[role] is None:
-            ids[role] = token_id
+    if ids["cls"] is None or ids["sep"] is None:
+        for role, token_id in zip(("cls", "sep"), _framing_ends(tok), strict=True):
+            ids[role] = token_id if ids[role] is None else ids[role]
     missing = [role for role in ("pad", "cls", "sep", "mask") if ids[role] is None]
     if missing:
         looked = "; ".join(f"{r}: {' '.join(KNOWN_SPELLINGS[r])}" for r in missing)
@@ -163,12 +163,13 @@ def _framing_ends(tok: Tokenizer) -> tuple[int | None, int | None]:
     probe = _probe(tok, pair=False)
     if probe is None:
         return None, None
-    before, after = _segment_runs(probe, 1)
+    before, after = _segment_runs(probe, 1, "the tokenizer")
     return (before[0] if before else None), (after[-1] if after else None)
 
 
 def _probe(tok: Tokenizer, pair: bool):
-    """The post-processed encoding of one or two one-token segments."""
+    """The post-processed encoding of one or two short segments; None when no probe text gives
+    a token."""
     if tok.padding or tok.truncation:  # padding would read as added ids: probe a bare copy
         tok = Tokenizer.from_str(tok.to_str())
         tok.no_padding()
@@ -179,16 +180,18 @@ def _probe(tok: Tokenizer, pair: bool):
     return None
 
 
-def framing(tok: Tokenizer, special: SpecialIds) -> Framing:
+def framing(tok: Tokenizer, special: SpecialIds, source: str = "the tokenizer") -> Framing:
     """How `tok` frames rows. A tokenizer whose post-processor adds nothing (a bare byte-level
-    BPE) is given BERT's template over its cls/sep tokens first, so it frames its own encodings
-    as the rows are framed."""
+    BPE, a SentencePiece Unigram) is given BERT's template over its cls/sep tokens first, so it
+    frames its own encodings as the rows are framed. `source` names it in errors."""
     single = _probe(tok, pair=False)
-    if single is None or all(s is not None for s in single.sequence_ids):
+    if single is None:
+        raise ElectraError(f"{source} gives no token for plain text (tried 'a', 'x', '0', 'the')")
+    if all(s is not None for s in single.sequence_ids):
         _add_template(tok, special)
         single = _probe(tok, pair=False)
     pair = _probe(tok, pair=True)
-    single_runs, pair_runs = _segment_runs(single, 1), _segment_runs(pair, 2)
+    single_runs, pair_runs = _segment_runs(single, 1, source), _segment_runs(pair, 2, source)
     frame = Framing(
         (single_runs[0], single_runs[1]),
         (pair_runs[0], pair_runs[1], pair_runs[2]),
@@ -198,7 +201,7 @@ def framing(tok: Tokenizer, special: SpecialIds) -> Framing:
     if foreign:
         names = " ".join(str(tok.id_to_token(i)) for i in sorted(foreign))
         raise ElectraError(
-            f"the tokenizer's post-processor frames text with {names}, which is neither its cls "
+            f"{source}: its post-processor frames text with {names}, which is neither its cls "
             f"token {tok.id_to_token(special.cls)} nor its sep token "
             f"{tok.id_to_token(special.sep)}: name them as cls_token/sep_token in the folder's "
             "tokenizer_config.json, or give the tokenizer a [CLS] $A [SEP] template"
@@ -206,7 +209,7 @@ def framing(tok: Tokenizer, special: SpecialIds) -> Framing:
     return frame
 
 
-def _segment_runs(encoding, segments: int) -> list[tuple[int, ...]]:
+def _segment_runs(encoding, segments: int, source: str) -> list[tuple[int, ...]]:
     """The added ids before the first segment, between segments and after the last."""
     runs: list[list[int]] = [[]]
     seen: list[int] = []
@@ -218,7 +221,7 @@ def _segment_runs(encoding, segments: int) -> list[tuple[int, ...]]:
             runs.append([])
     if len(seen) != segments:
         raise ElectraError(
-            "the tokenizer's post-processor does not frame one and two segments as a template "
+            f"{source}: its post-processor does not frame one and two segments as a template "
             "(a prefix, the segment(s), a suffix): give it a TemplateProcessing post-processor"
         )
     return [tuple(run) for run in runs]
