@@ -308,3 +308,16 @@ def test_a_template_framing_with_a_token_that_is_neither_cls_nor_sep_is_refused(
     code, _, err = prepare_cli(capsys, corpus, file, tmp_path / "data")
     assert_one_line_error(code, err, str(file), "<eot>", "cls_token/sep_token")
     assert not (tmp_path / "data").exists()
+
+
+def test_carry_packing_knows_where_words_start_in_bpe_and_unigram():
+    """Examples are cut at word starts: Ġ opens a byte-level word, ▁ a SentencePiece one."""
+    from electra.data.tokenizer import continuation_ids
+
+    for tok, mark in ((modern_bpe(), "\u0120"), (unigram(), "\u2581")):
+        continuation = continuation_ids(tok)
+        vocab = tok.get_vocab(with_added_tokens=False)
+        starts = [i for t, i in vocab.items() if t.startswith(mark)]
+        inside = [i for t, i in vocab.items() if not t.startswith(mark)]
+        assert starts and not continuation & set(starts)
+        assert set(inside) - set(tok.get_added_tokens_decoder()) == continuation

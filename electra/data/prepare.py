@@ -28,6 +28,7 @@ from electra.data.store import (
     check_int,
 )
 from electra.data.tokenizer import (
+    continuation_ids,
     fingerprint,
     load_tokenizer,
     lowercases,
@@ -197,35 +198,6 @@ class CarryingBuilder(ExampleBuilder):
 
 
 PACKINGS = ("carry", "official")
-
-
-def continuation_ids(tok: Tokenizer) -> frozenset[int]:
-    """Ids of the word pieces that continue a word, so examples are never cut inside one:
-    WordPiece's "##" pieces, or the pieces without the word-start mark of a byte-level ("Ġ")
-    or SentencePiece ("▁") pre-tokenizer."""
-    vocab = tok.get_vocab(with_added_tokens=False)
-    prefix = getattr(tok.model, "continuing_subword_prefix", None)
-    if prefix:
-        return frozenset(i for t, i in vocab.items() if t.startswith(prefix))
-    mark = _word_start_mark(json.loads(tok.to_str()).get("pre_tokenizer"))
-    if not mark:
-        return frozenset()
-    added = set(tok.get_added_tokens_decoder())
-    return frozenset(i for t, i in vocab.items() if not t.startswith(mark) and i not in added)
-
-
-def _word_start_mark(pre_tokenizer: dict | None) -> str | None:
-    if not pre_tokenizer:
-        return None
-    kind = pre_tokenizer.get("type")
-    if kind == "ByteLevel":
-        return "\u0120"  # Ġ: the byte-level spelling of a leading space
-    if kind == "Metaspace":
-        return pre_tokenizer.get("replacement") or "\u2581"
-    if kind == "Sequence":
-        marks = map(_word_start_mark, pre_tokenizer.get("pretokenizers", []))
-        return next((m for m in marks if m), None)
-    return None
 
 
 @dataclass(frozen=True)
