@@ -68,7 +68,9 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     pr = sub.add_parser("prepare", help="tokenize and pack a corpus into a sharded token store")
     pr.add_argument("corpus", nargs="+", help="text/jsonl/gz files, globs or folders")
     pr.add_argument(
-        "--tokenizer", required=True, help="a tokenizer folder, tokenizer.json or vocab.txt"
+        "--tokenizer",
+        required=True,
+        help="a tokenizer folder, tokenizer.json (WordPiece, BPE or Unigram) or BERT vocab.txt",
     )
     pr.add_argument("--seq-len", type=int, default=128)
     pr.add_argument("--out", required=True)

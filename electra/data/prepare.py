@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 
 from electra.atomic import atomic_dir
 from electra.data.corpus import ReadStats, iter_documents, resolve_paths
+from electra.data.specials import Framing, SpecialIds, framing
 from electra.data.store import (
     FORMAT,
     MAX_SEQ_LEN,
@@ -27,11 +28,12 @@ from electra.data.store import (
     check_int,
 )
 from electra.data.tokenizer import (
+    continuation_ids,
     fingerprint,
     load_tokenizer,
     lowercases,
     save_tokenizer,
-    special_ids,
+    tokenizer_special_ids,
 )
 from electra.errors import ElectraError
 
@@ -51,10 +53,16 @@ class ExampleBuilder:
 
     This is `prepare --packing official`: bit-for-bit the official builder, which cuts an example
     at the target length and discards what overflows (a third of paragraph-per-line text).
+    `single_extra` and `pair_extra` are the ids the tokenizer frames one and two segments with
+    (BERT's 2 and 3; RoBERTa's pair has 4).
     """
 
-    def __init__(self, max_len: int, rng: random.Random):
+    def __init__(
+        self, max_len: int, rng: random.Random, single_extra: int = 2, pair_extra: int = 3
+    ):
         self.max_len = max_len
+        self.single_extra = single_extra
+        self.pair_extra = pair_extra
         self.rng = rng
         self.target = max_len
         self.lines: list[list[int]] = []
@@ -84,7 +92,7 @@ class ExampleBuilder:
             first_target = 100_000
             self.single_segment += 1
         else:
-            first_target = (self.target - 3) // 2  # -3 for [CLS] and two [SEP]
+            first_target = (self.target - self.pair_extra) // 2  # less [CLS] and two [SEP]
         first: list[int] = []
         second: list[int] = []
         for ids in self.lines:
@@ -98,8 +106,8 @@ class ExampleBuilder:
                 first += ids
             else:
                 second += ids
-        first = first[: self.max_len - 2]
-        second = second[: max(0, self.max_len - len(first) - 3)]
+        first = first[: self.max_len - self.single_extra]
+        second = second[: max(0, self.max_len - len(first) - self.pair_extra)]
         self.tokens_kept += len(first) + len(second)
         self._next_example()
         return first, second
@@ -125,8 +133,15 @@ class CarryingBuilder(ExampleBuilder):
     the official rule drops about a third of the tokens, this one none.
     """
 
-    def __init__(self, max_len: int, rng: random.Random, continuation: frozenset[int]):
-        super().__init__(max_len, rng)
+    def __init__(
+        self,
+        max_len: int,
+        rng: random.Random,
+        continuation: frozenset[int],
+        single_extra: int = 2,
+        pair_extra: int = 3,
+    ):
+        super().__init__(max_len, rng, single_extra, pair_extra)
         self.continuation = continuation  # ids of word pieces that continue a word ("##ing")
         # Drawn as an example opens, not as it closes, so a single segment fills its extra slot.
         self.single = self.rng.random() < 0.1
@@ -149,8 +164,9 @@ class CarryingBuilder(ExampleBuilder):
         return examples
 
     def _capacity(self) -> int:
-        """Word pieces the open example holds: the target less [CLS] and one [SEP] per segment."""
-        return self.target - (2 if self.single else 3)
+        """Word pieces the open example holds: the target less [CLS] and one [SEP] per segment
+        (at least one, should a random target be shorter than a long framing)."""
+        return max(1, self.target - (self.single_extra if self.single else self.pair_extra))
 
     def _word_start(self, ids: list[int], at: int) -> int:
         """The last position in 1..at where a word starts, or 0 when there is none."""
@@ -171,7 +187,7 @@ class CarryingBuilder(ExampleBuilder):
     def _segment_cut(self, tokens: list[int]) -> int:
         """Where B starts: the official A length, moved to the nearest line boundary within half
         of it, else to a word start; both segments keep at least one token."""
-        want = max(1, (self.target - 3) // 2)
+        want = max(1, (self.target - self.pair_extra) // 2)
         boundaries = list(itertools.accumulate(len(line) for line in self.lines))[:-1]
         if boundaries:
             nearest = min(boundaries, key=lambda b: abs(b - want))
@@ -184,22 +200,11 @@ class CarryingBuilder(ExampleBuilder):
 PACKINGS = ("carry", "official")
 
 
-def continuation_ids(tok: Tokenizer) -> frozenset[int]:
-    """Ids of the word pieces that continue a word, so examples are never cut inside one."""
-    prefix = getattr(tok.model, "continuing_subword_prefix", None)
-    if not prefix:
-        return frozenset()
-    return frozenset(
-        i for t, i in tok.get_vocab(with_added_tokens=False).items() if t.startswith(prefix)
-    )
-
-
 @dataclass(frozen=True)
 class _PackSettings:
     seq_len: int
     seed: int
-    cls: int
-    sep: int
+    framing: Framing
     pad: int
     dtype: str
     packing: str
@@ -207,9 +212,10 @@ class _PackSettings:
 
     def builder(self, index: int) -> ExampleBuilder:
         rng = random.Random(f"{self.seed}-{index}")
+        extra = (self.framing.single_extra, self.framing.pair_extra)
         if self.packing == "official":
-            return ExampleBuilder(self.seq_len, rng)
-        return CarryingBuilder(self.seq_len, rng, self.continuation)
+            return ExampleBuilder(self.seq_len, rng, *extra)
+        return CarryingBuilder(self.seq_len, rng, self.continuation, *extra)
 
 
 _COUNTS = ("single_segment", "random_target", "tokens_read", "tokens_kept")
@@ -238,13 +244,24 @@ def _pack_chunk(tok: Tokenizer, index: int, docs: list[list[str]], s: _PackSetti
     ids = np.full((len(examples), s.seq_len), s.pad, dtype=s.dtype)
     lengths = np.empty((len(examples), 2), dtype=np.int16)
     for row, (first, second) in enumerate(examples):
-        tokens = [s.cls, *first, s.sep]
-        lengths[row, 0] = len(tokens)
-        if second:
-            tokens += [*second, s.sep]
-        lengths[row, 1] = len(tokens)
+        tokens, type0 = _frame(s.framing, first, second)
+        lengths[row] = type0, len(tokens)
         ids[row, : len(tokens)] = tokens
     return _Chunk(ids, lengths, {name: getattr(builder, name) for name in _COUNTS})
+
+
+def _frame(f: Framing, first: list[int], second: list[int]) -> tuple[list[int], int]:
+    """A row framed as the tokenizer frames it ([CLS] A [SEP] B [SEP] for BERT), and how many
+    of its tokens are type 0 (those up to B when the tokenizer types B 1, else all)."""
+    if not second:
+        before, after = f.single
+        tokens = [*before, *first, *after]
+        return tokens, len(tokens)
+    before, between, after = f.pair
+    tokens = [*before, *first, *between, *second, *after]
+    if f.pair_type0_extra is None:
+        return tokens, len(tokens)
+    return tokens, len(first) + f.pair_type0_extra
 
 
 _worker_state: tuple[Tokenizer, _PackSettings] | None = None
@@ -373,13 +390,15 @@ def prepare(
     _check_out_dir(out_dir, overwrite)
     paths = resolve_paths(corpus)
     tok = load_tokenizer(tokenizer_path)
-    settings = _pack_settings(tok, seq_len, seed, packing)
+    # A tokenizer without the tokens a run needs is refused here, before anything is written.
+    special = tokenizer_special_ids(tokenizer_path, tok)
+    settings = _pack_settings(tok, special, seq_len, seed, packing, str(tokenizer_path))
 
     stats = ReadStats()
     with atomic_dir(out_dir, tag=f"tmp-{os.getpid()}") as tmp:
         writer = _pack_corpus(tmp, paths, tok, settings, shard_size, workers, stats)
-        meta = _meta(tok, settings, writer, stats, corpus)
-        save_tokenizer(tok, tmp / "tokenizer", lowercase=lowercases(tok))
+        meta = _meta(tok, special, settings, writer, stats, corpus)
+        save_tokenizer(tok, tmp / "tokenizer", lowercase=lowercases(tok), special=special)
         (tmp / "meta.json").write_text(
             json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
@@ -419,14 +438,21 @@ def _check_prepare_args(
     return workers
 
 
-def _pack_settings(tok: Tokenizer, seq_len: int, seed: int, packing: str) -> _PackSettings:
-    """The builder's settings for `tok`: its special ids, and the smallest dtype its ids fit."""
-    special = special_ids(tok)
+def _pack_settings(
+    tok: Tokenizer, special: SpecialIds, seq_len: int, seed: int, packing: str, source: str
+) -> _PackSettings:
+    """The builder's settings for `tok`: its framing and pad id, and the smallest dtype its ids
+    fit. A tokenizer whose post-processor frames nothing is given a [CLS] $A [SEP] template."""
+    frame = framing(tok, special, source)
+    if seq_len < frame.pair_extra + 2:
+        raise ElectraError(
+            f"seq_len {seq_len} leaves no room for text: the tokenizer frames a pair with "
+            f"{frame.pair_extra} special tokens; pass a larger --seq-len"
+        )
     return _PackSettings(
         seq_len,
         seed,
-        special.cls,
-        special.sep,
+        frame,
         special.pad,
         _ids_dtype(tok),
         packing,
@@ -463,6 +489,7 @@ def _pack_corpus(
 
 def _meta(
     tok: Tokenizer,
+    special: SpecialIds,
     settings: _PackSettings,
     writer: _ShardWriter,
     stats: ReadStats,
@@ -478,7 +505,7 @@ def _meta(
         "vocab_size": tok.get_vocab_size(with_added_tokens=True),
         "tokenizer": "tokenizer",
         "tokenizer_fingerprint": fingerprint(tok),
-        "special_ids": asdict(special_ids(tok)),
+        "special_ids": asdict(special),
         "dtype": settings.dtype,
         "seed": settings.seed,
         "corpus": [str(spec) for spec in corpus],

@@ -59,7 +59,7 @@ class PretrainingData:
                 f"{self.tokenizer_path} is not the tokenizer the data was built with: "
                 "rerun `electra prepare`"
             )
-        self.special: SpecialIds = special_ids(tok)
+        self.special: SpecialIds = self._special_ids(tok)
 
         self._ids: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []
@@ -74,6 +74,20 @@ class PretrainingData:
             self._lengths.append(lengths)
         counts = [len(ids) for ids in self._ids]
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+    def _special_ids(self, tok) -> SpecialIds:
+        """The special ids prepare recorded (a tokenizer's own names for them need not be
+        BERT's); a folder without them falls back to the tokenizer's known spellings."""
+        recorded = self.meta.get("special_ids")
+        if recorded is None:
+            return special_ids(tok, str(self.tokenizer_path))
+        try:
+            return SpecialIds(**{k: int(v) for k, v in recorded.items()})
+        except (TypeError, ValueError, AttributeError):
+            raise ElectraError(
+                f"{self.path / 'meta.json'} has invalid special_ids {recorded!r}: rerun "
+                "`electra prepare` to rebuild the folder"
+            ) from None
 
     def _load(self, name: str) -> np.ndarray:
         try:
