@@ -185,8 +185,11 @@ def fingerprint(tok: Tokenizer) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def save_tokenizer(tok: Tokenizer, out_dir: Path, lowercase: bool) -> None:
-    """Write a folder that both `load_tokenizer` and HF `AutoTokenizer.from_pretrained` read."""
+def save_tokenizer(
+    tok: Tokenizer, out_dir: Path, lowercase: bool, token_types: bool = True
+) -> None:
+    """Write a folder that both `load_tokenizer` and HF `AutoTokenizer.from_pretrained` read.
+    `token_types=False`: HF's tokenizer gives no token_type_ids (a model without segments)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save(str(out_dir / "tokenizer.json"))
@@ -205,6 +208,12 @@ def save_tokenizer(tok: Tokenizer, out_dir: Path, lowercase: bool) -> None:
         "model_max_length": 512,
         **special,
     }
+    if json.loads(tok.to_str())["model"]["type"] != "WordPiece":
+        # HF's ElectraTokenizer rebuilds a WordPiece from vocab.txt; the generic class reads
+        # tokenizer.json as it is (BPE, Unigram).
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if not token_types:
+        config["model_input_names"] = ["input_ids", "attention_mask"]
     _write_json(out_dir / "tokenizer_config.json", config)
     _write_json(out_dir / "special_tokens_map.json", special)
 
