@@ -210,6 +210,13 @@ def test_export_of_a_pair_round_trips(pair, tmp_path):
             assert torch.equal(x, y), name
 
 
+def test_load_encoder_of_our_discriminator_folder(pair):
+    ours, _ = load_pretrained(pair / "discriminator")
+    cfg, state, _, path = load_encoder(pair)  # a run or pair folder: its discriminator
+    assert cfg == CFG and path == pair / "discriminator"
+    assert state.keys() == {f"model.{k}" for k in ours.model.state_dict()}
+
+
 def test_detect_reads_a_modern_discriminator(pair):
     ours, _ = load_pretrained(pair / "discriminator")
     [rows] = detect(pair / "discriminator", ["the cat sat"])
