@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
-from electra.config import preset
+from electra.config import generator_config, preset
 from electra.data.tokenizer import fingerprint, special_ids
 from electra.engine.detect import detect
 from electra.engine.train import configure_from_pair, fit_config_to_data
@@ -171,6 +171,7 @@ def test_config_json_has_both_key_sets_and_4x_keys_alone_give_the_same_model(pai
     new.pop("global_attn_every_n_layers")
     folder = pair / "discriminator"
     assert read_model_config_of(new, folder) == read_model_config(folder)[1] == CFG
+    assert read_model_config_of(old, folder) == CFG  # and 4.x's alone
 
 
 def read_model_config_of(raw: dict, like: Path) -> ModernConfig:
@@ -319,6 +320,7 @@ def test_rtd_continues_an_hf_masked_lm(tmp_path):
     assert gen_cfg == replace(CFG, num_hidden_layers=1)
     assert cfg.objective.generator_num_hidden_layers == 1
     assert cfg.objective.generator_hidden_size == CFG.hidden_size
+    assert generator_config(cfg.model, cfg.objective) == gen_cfg  # what the objective builds
     disc = ModernBertForPreTraining(cfg.model).eval()
     gen = ModernBertForMaskedLM(gen_cfg, disc.model.embeddings).eval()
     load_pair_weights(disc, gen, folder)
