@@ -30,7 +30,7 @@ def test_heads_export_to_their_hf_classes():
         "ElectraForTokenClassification",
         "ElectraForQuestionAnswering",
     )
-    assert list(ENCODER_SOURCES) == [
+    assert list(ENCODER_SOURCES)[:5] == [  # then the modern family's (tests/test_modern_hf.py)
         "ElectraModel",
         *TASK_HEADS,
         "ElectraForSpanQuestionAnswering",

@@ -10,13 +10,17 @@ import torch
 from electra.engine.runtime import prepare_model
 from electra.errors import ElectraError
 from electra.hf.pretrained import load_pretrained, trained_objective
-from electra.model.electra import ElectraForPreTraining
+from electra.model.registry import FAMILIES
+
+# Every family's discriminator class: one replaced-token logit per token.
+DISCRIMINATORS = tuple(f.pretraining for f in FAMILIES.values())
 
 
 def load_discriminator(model_path: str | Path, command: str):
-    """The discriminator in `model_path` and its tokenizer, or an error naming `command`."""
+    """The discriminator in `model_path` (of any family: a modern one's folder is HF's two-label
+    token classifier, read back as one logit) and its tokenizer, or an error naming `command`."""
     model, tokenizer = load_pretrained(model_path)
-    if not isinstance(model, ElectraForPreTraining):
+    if not isinstance(model, DISCRIMINATORS):
         raise ElectraError(
             f"{model_path} is a {type(model).__name__}: {command} needs a discriminator "
             "(a run folder or its discriminator/ folder)"
@@ -24,9 +28,9 @@ def load_discriminator(model_path: str | Path, command: str):
     return prepare_model(model, torch.device("cpu")).eval(), tokenizer
 
 
-def token_logits(model: ElectraForPreTraining, tokenizer, text: str) -> tuple[torch.Tensor, list]:
-    """The discriminator's logit per word piece of `text` (cut to the model's length), and the
-    word pieces, [CLS] and [SEP] left out."""
+def token_logits(model: torch.nn.Module, tokenizer, text: str) -> tuple[torch.Tensor, list]:
+    """The discriminator's logit per word piece of `text` (cut to the model's length,
+    `max_position_embeddings` in every family), and the word pieces, [CLS] and [SEP] left out."""
     enc = tokenizer.encode(text)
     limit = model.config.max_position_embeddings
     with torch.no_grad():

@@ -56,7 +56,12 @@ from electra.engine.runtime import (
 from electra.engine.step import Window
 from electra.engine.tracking import RunLogger, read_metrics
 from electra.errors import ElectraError
-from electra.hf.pretrained import load_pair_weights, pair_configs, pair_dirs, save_pretrained
+from electra.hf.pretrained import (
+    load_pair_weights,
+    pair_configs,
+    pair_tokenizer_dir,
+    save_pretrained,
+)
 from electra.jsonl import write_jsonl
 from electra.model.electra import ElectraLayer, count_parameters, format_count
 from electra.objectives import Objective, build_objective, check_objective
@@ -83,13 +88,18 @@ def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) 
 
 def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
     """Continued pretraining: the pair's configs replace the preset's architecture, and the data
-    must have been prepared with the pair's tokenizer."""
+    must have been prepared with the pair's tokenizer. `train.init_from` may also be a Hugging
+    Face ModernBertForMaskedLM folder: its encoder becomes the discriminator (with a fresh RTD
+    head) and its lower layers and MLM head the generator, at its width and sharing its token
+    table (`electra.hf.pretrained.continuation_generator` says why; the depth is a third, or
+    `objective.generator_num_hidden_layers`)."""
     source = cfg.train.init_from
-    disc, gen = pair_configs(source)
-    if fingerprint(load_tokenizer(pair_dirs(source)[0])) != data.meta["tokenizer_fingerprint"]:
+    disc, gen = pair_configs(source, cfg.objective.generator_num_hidden_layers)
+    tokenizer_dir = pair_tokenizer_dir(source)
+    if fingerprint(load_tokenizer(tokenizer_dir)) != data.meta["tokenizer_fingerprint"]:
         raise ElectraError(
             f"the data in {cfg.data.path} was not prepared with the tokenizer of {source}: run "
-            f"`electra prepare ... --tokenizer {Path(source) / 'discriminator'}`"
+            f"`electra prepare ... --tokenizer {tokenizer_dir}`"
         )
     objective = replace(
         cfg.objective,

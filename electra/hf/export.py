@@ -30,7 +30,7 @@ from electra.data.tokenizer import load_tokenizer, special_ids
 from electra.engine.checkpoint import PREFIX, checkpoint_dirs
 from electra.errors import ElectraError
 from electra.hf.cards import model_card
-from electra.hf.families import ELECTRA, TaskHead
+from electra.hf.families import ELECTRA, TaskHead, family_for
 from electra.hf.finetuned import finetuned_dir, is_finetuned, load_finetuned, read_finetune_info
 from electra.hf.head_rewrite import exact_classification_head
 from electra.hf.pretrained import (
@@ -45,17 +45,19 @@ from electra.objectives import build_objective
 
 
 def check_exportable(model: nn.Module, source: Path) -> None:
-    """Refuses what `transformers` ELECTRA cannot express, weights beyond its names (an unfolded
-    GDES residual, say), rather than writing a model that loads but computes something else. (Every
-    activation a ModelConfig accepts is one `transformers.activations.ACT2FN` computes alike.)"""
+    """Refuses what `transformers`' class of the model's family cannot express, weights beyond its
+    names (an unfolded GDES residual, say), rather than writing a model that loads but computes
+    something else. (Every activation a model config accepts is one `transformers.activations.
+    ACT2FN` computes alike.)"""
     cfg = model.config
     with torch.device("meta"):
         reference = set(type(model)(cfg).state_dict())
     extra = sorted(set(model.state_dict()) - reference)
     if extra:
         raise ElectraError(
-            f"{source}: weights {', '.join(extra[:3])} have no Hugging Face ELECTRA counterpart; "
-            "export the model folder pretraining wrote (it folds them in)"
+            f"{source}: weights {', '.join(extra[:3])} have no Hugging Face "
+            f"{family_for(cfg).title} counterpart; export the model folder pretraining "
+            "wrote (it folds them in)"
         )
 
 

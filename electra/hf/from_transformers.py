@@ -1,10 +1,12 @@
-"""Hugging Face ELECTRA folders with a task head, or with none (docs/huggingface.md#import).
+"""Hugging Face ELECTRA and ModernBERT folders with a task head, or with none
+(docs/huggingface.md#import).
 
 - `load_encoder`: the encoder of any pretrained folder (ours, a run's, or one of these), which
   `electra finetune` trains a new head on.
-- `load_hf_encoder`: the encoder of an `ElectraModel` folder (what `AutoModel` saves, its weights
-  without the `electra.` prefix) or of a classifier, tagger or QA folder, for `electra finetune`,
-  which trains a new head: the folder's own head is left behind, and said so once on stderr.
+- `load_hf_encoder`: the encoder of an `ElectraModel` / `ModernBertModel` folder (what `AutoModel`
+  saves, its weights without the `electra.` / `model.` prefix) or of a classifier, tagger or QA
+  folder, for `electra finetune`, which trains a new head: the folder's own head is left behind,
+  and said so once on stderr.
 - `is_hf_task_dir` and `load_hf_finetuned`: a classifier (`ElectraForSequenceClassification`:
   single-label, multi-label or regression by `problem_type` and `num_labels`), tagger
   (`ElectraForTokenClassification`) or QA (`ElectraForQuestionAnswering`) folder run as it is by
@@ -25,7 +27,7 @@ from torch import nn
 from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.hf.families import ELECTRA
+from electra.hf.families import ELECTRA, FAMILIES, family_for
 from electra.hf.pretrained import (
     ARCHITECTURES,
     fit_state_dict,
@@ -39,12 +41,14 @@ from electra.hf.pretrained import (
     resolve_model_dir,
     weights_file,
 )
-from electra.model.electra import ElectraModel
+from electra.model import registry
 from electra.model.heads import (
     ElectraForSequenceClassificationHF,
     ElectraForSpanQuestionAnswering,
     ElectraForTokenClassification,
 )
+from electra.model.registry import encoder_of
+from electra.model_config import AnyModelConfig
 from electra.tasks.base import Task
 from electra.tasks.labelled import ClassificationTask, RegressionTask
 from electra.tasks.multilabel import MultilabelTask
@@ -57,40 +61,46 @@ TASK_HEADS = ELECTRA.task_heads
 # The HF classes whose encoder `electra finetune` takes, and the head each leaves behind (and our
 # heads' classes, so that every fine-tuned folder of ours is taken too).
 ENCODER_SOURCES = {
-    ELECTRA.encoder: "",
-    **{h.hf_class: h.description for h in ELECTRA.heads},
-    **{h.ours: h.description for h in ELECTRA.heads},
+    name: description
+    for family in FAMILIES.values()
+    for name, description in (
+        (family.encoder, ""),
+        *((h.hf_class, h.description) for h in family.heads),
+        *((h.ours, h.description) for h in family.heads),
+    )
 }
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
 class _Encoder(nn.Module):
-    """The encoder under the `electra.` prefix, as every head holds it: what the weights of a
-    folder are checked against."""
+    """The encoder under its family's prefix (`electra.`, `model.`), as every head holds it: what
+    the weights of a folder are checked against."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: AnyModelConfig):
         super().__init__()
         self.config = cfg
-        self.electra = ElectraModel(cfg)
+        self.prefix = registry.family_of(cfg).pretraining.base_model_prefix
+        setattr(self, self.prefix, registry.family_of(cfg).encoder(cfg))
 
 
-def load_encoder(path: str | Path) -> tuple[ModelConfig, dict, tokenizers.Tokenizer, Path]:
+def load_encoder(path: str | Path) -> tuple[AnyModelConfig, dict, tokenizers.Tokenizer, Path]:
     """A pretrained model folder (ours or Hugging Face's, or a run): its encoder's config,
-    weights (the `electra.*` tensors), tokenizer and path, which `electra finetune` puts a new
-    head on. A Hugging Face folder with a task head, or none (`ElectraModel`), gives its encoder
-    (`load_hf_encoder`)."""
+    weights (the `electra.*` or `model.*` tensors, its family's prefix), tokenizer and path, which
+    `electra finetune` puts a new head on. A Hugging Face folder with a task head, or none
+    (`ElectraModel`, `ModernBertModel`), gives its encoder (`load_hf_encoder`)."""
     if (found := load_hf_encoder(path)) is not None:
         return found
     model, tokenizer = load_pretrained(path)
-    encoder_state = {f"electra.{k}": v for k, v in model.electra.state_dict().items()}
+    prefix = model.base_model_prefix
+    encoder_state = {f"{prefix}.{k}": v for k, v in encoder_of(model).state_dict().items()}
     return model.config, encoder_state, tokenizer, resolve_model_dir(path)
 
 
 def load_hf_encoder(
     path: str | Path,
-) -> tuple[ModelConfig, dict[str, torch.Tensor], tokenizers.Tokenizer, Path] | None:
-    """`load_encoder` for a folder of `ENCODER_SOURCES`: its config, encoder
-    weights (`electra.*`), tokenizer and path. None for a pretraining folder (a discriminator or
+) -> tuple[AnyModelConfig, dict[str, torch.Tensor], tokenizers.Tokenizer, Path] | None:
+    """`load_encoder` for a folder of `ENCODER_SOURCES`: its config, encoder weights (under
+    `electra.` or `model.`), tokenizer and path. None for a pretraining folder (a discriminator or
     generator: `load_pretrained` reads it); any other folder is an error naming what is taken."""
     path = resolve_model_dir(path)
     arch, cfg = read_model_config(path, (*ARCHITECTURES, *ENCODER_SOURCES))
@@ -98,13 +108,14 @@ def load_hf_encoder(
         return None
     tokenizer = model_tokenizer(path, cfg)
     state = read_state_dict(path)
-    if arch == ELECTRA.encoder and not any(k.startswith("electra.") for k in state):
-        state = {f"electra.{k}": v for k, v in state.items()}  # a base model's names
     with torch.device("meta"):  # only the names and shapes are compared
         holder = _Encoder(cfg)
+    prefix, bare = holder.prefix, arch == family_for(cfg).encoder
+    if bare and not any(k.startswith(f"{prefix}.") for k in state):
+        state = {f"{prefix}.{k}": v for k, v in state.items()}  # a base model's names
     state = fit_state_dict(state, holder, path)  # drops the buffers older versions saved
-    if arch != ELECTRA.encoder:
-        state = {k: v for k, v in state.items() if k.startswith("electra.")}
+    if not bare:
+        state = {k: v for k, v in state.items() if k.startswith(f"{prefix}.")}
     if problem := misfit(holder, state, weights_file(path).name):
         raise ElectraError(
             f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "

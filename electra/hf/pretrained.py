@@ -1,9 +1,14 @@
-"""Model folders: `config.json` (a Hugging Face `ElectraConfig`), weights, tokenizer files.
+"""Model folders: `config.json` (a Hugging Face `ElectraConfig` or `ModernBertConfig`), weights,
+tokenizer files.
 
 This is what pretraining leaves behind for `detect`, fine-tuning and export, and what they load.
-Because module names follow `transformers`, our folders are Hugging Face ELECTRA folders, and
-Hugging Face folders (safetensors or `pytorch_model.bin`) load here. A folder is written beside
-its destination and renamed into place, so it is complete or absent.
+Because module names follow `transformers`, our folders are Hugging Face ELECTRA or ModernBERT
+folders, and Hugging Face folders (safetensors or `pytorch_model.bin`) load here. The modern
+family's discriminator, which HF has no class for, is written as the two-label
+`ModernBertForTokenClassification` that `AutoModelForTokenClassification` loads as it is
+(`electra.hf.families.RTD_LABELS`: classifier rows [0; w], so HF's softmax is our sigmoid) and
+read back as row 1 minus row 0. A folder is written beside its destination and renamed into
+place, so it is complete or absent.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import json
 import pickle
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 import tokenizers
@@ -22,17 +27,20 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from electra.atomic import atomic_dir, write_json_atomic
-from electra.config import ModelConfig, RunConfig
+from electra.config import RunConfig
 from electra.data.tokenizer import load_tokenizer, lowercases, save_tokenizer
 from electra.errors import ElectraError
-from electra.hf.families import ELECTRA
-from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
+from electra.hf.families import FAMILIES, RTD_LABELS, Family, family_for
+from electra.hf.hf_configs import model_config_from_hf
+from electra.model.registry import family as model_family
+from electra.model_config import AnyModelConfig
 
-# The pretraining networks by the `transformers` class their folders name.
-ARCHITECTURES = {
-    ELECTRA.discriminator: ElectraForPreTraining,
-    ELECTRA.generator: ElectraForMaskedLM,
-}
+# The pretraining networks by the class name `read_model_config` gives their folders (our class
+# names, which are HF's where HF has the class), over every family.
+ARCHITECTURES: dict[str, type[nn.Module]] = {}
+for _f in FAMILIES.values():
+    ARCHITECTURES[_f.discriminator] = model_family(_f.model_type).pretraining
+    ARCHITECTURES[_f.generator] = model_family(_f.model_type).masked_lm
 ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order of preference
 
 
@@ -40,11 +48,32 @@ def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Token
     """Writes OUT (atomically): the model folder of `model`, with the `config.json` that
     `transformers` writes for its class."""
     # Tied tensors (the generator's output layer and its word table) are stored under both names,
-    # as separate copies, so the file loads into any ELECTRA implementation without tie logic.
+    # as separate copies, so the file loads into any implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    config = ELECTRA.config_json(type(model).__name__, model.config)
+    family, name, extra = family_for(model.config), type(model).__name__, {}
+    if name == family.discriminator and family.discriminator_as:
+        name, extra = family.discriminator_as, rtd_label_config()
+        state.update(two_label_classifier(state["classifier.weight"], state["classifier.bias"]))
+    config = family.config_json(name, model.config, tokenizer, **extra)
     with atomic_dir(out_dir) as tmp:
         write_model_files(tmp, config, state, tokenizer)
+
+
+def rtd_label_config() -> dict:
+    return {
+        "id2label": dict(enumerate(RTD_LABELS)),
+        "label2id": {name: i for i, name in enumerate(RTD_LABELS)},
+        "num_labels": len(RTD_LABELS),
+    }
+
+
+def two_label_classifier(weight: torch.Tensor, bias: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One logit's classifier as two labels, rows [0; w] and [0; b]: softmax over (0, z) is
+    sigmoid(z), and HF's cross-entropy on it is our binary cross-entropy."""
+    return {
+        "classifier.weight": torch.cat((torch.zeros_like(weight), weight)),
+        "classifier.bias": torch.cat((torch.zeros_like(bias), bias)),
+    }
 
 
 def write_model_files(
@@ -54,7 +83,11 @@ def write_model_files(
     folder being filled: `atomic_dir`): the files of every model folder we write."""
     write_json_atomic(folder / "config.json", config)
     save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
-    save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer))
+    family = FAMILIES[config["model_type"]]
+    if family.token_types:
+        save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer))
+    else:
+        save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer), token_types=False)
 
 
 def is_model_dir(path: Path) -> bool:
@@ -80,23 +113,40 @@ def resolve_model_dir(path: str | Path) -> Path:
 
 def read_model_config(
     path: Path, allowed: Iterable[str] = ARCHITECTURES
-) -> tuple[str, ModelConfig]:
+) -> tuple[str, AnyModelConfig]:
+    """The class a model folder's config.json names (a modern discriminator's as our
+    `ModernBertForPreTraining`: `folder_class`) and the model config of its family."""
+    file = path / "config.json"
     try:
-        raw = json.loads((path / "config.json").read_text())
+        raw = json.loads(file.read_text())
     except (OSError, ValueError) as e:
-        raise ElectraError(f"cannot read {path / 'config.json'}: {e}") from None
-    if raw.get("model_type", ELECTRA.model_type) != ELECTRA.model_type:
+        raise ElectraError(f"cannot read {file}: {e}") from None
+    if not isinstance(raw, dict):
+        raise ElectraError(f"{file} is not a JSON object")
+    model_type = raw.get("model_type", "electra")
+    if model_type not in FAMILIES:
         raise ElectraError(
-            f"{path / 'config.json'} is a {raw.get('model_type')!r} model, not an ELECTRA one"
+            f"{file} is a {model_type!r} model, not an ELECTRA one nor a ModernBERT one: pass a "
+            f"model folder of model_type {' or '.join(FAMILIES)}"
         )
-    arch = (raw.get("architectures") or [ELECTRA.discriminator])[0]
+    family = FAMILIES[model_type]
+    arch = folder_class(raw, family)
     if arch not in allowed:
         raise ElectraError(
-            f"{path / 'config.json'}: architecture {arch!r} is not supported here "
+            f"{file}: architecture {arch!r} is not supported here "
             f"(expected one of {', '.join(allowed)})"
         )
-    known = {f.name for f in fields(ModelConfig)}
-    return arch, ModelConfig(**{k: v for k, v in raw.items() if k in known})
+    return arch, model_config_from_hf(raw, file)
+
+
+def folder_class(raw: dict, family: Family) -> str:
+    """The class named by a config.json (`raw`), where a two-label token classifier with the
+    labels `RTD_LABELS` is a discriminator of a family that writes it so."""
+    arch = (raw.get("architectures") or [family.written_discriminator])[0]
+    labels = tuple(str(v) for _, v in sorted((raw.get("id2label") or {}).items()))
+    if family.discriminator_as and arch == family.discriminator_as and labels == RTD_LABELS:
+        return family.discriminator
+    return arch
 
 
 # Buffers that older `transformers` versions saved with the weights; they carry no learned state.
@@ -171,28 +221,50 @@ def _unreadable(file: Path, e: Exception) -> str:
     )
 
 
+# A masked LM's output weight and the table it is tied to, by class: `transformers` leaves the
+# first out of the file.
+_TIED = {
+    "ElectraForMaskedLM": ("generator_lm_head.weight", "electra.embeddings.word_embeddings.weight"),
+    "ModernBertForMaskedLM": ("decoder.weight", "model.embeddings.tok_embeddings.weight"),
+}
+
+
 def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Path) -> dict:
-    """Adapts a Hugging Face ELECTRA state dict to our module: drops saved buffers and restores the
-    generator's tied output weight, which `transformers` leaves out of the file."""
+    """Adapts a Hugging Face state dict to our module: drops saved buffers, restores a masked
+    LM's tied output weight, which `transformers` leaves out of the file, and reads a modern
+    discriminator's two-label classifier as one logit (row 1 minus row 0)."""
     state = {k: v for k, v in state.items() if k not in _HF_BUFFERS}
-    if isinstance(model, ElectraForMaskedLM):
-        table = state.get("electra.embeddings.word_embeddings.weight")
-        head = state.setdefault("generator_lm_head.weight", table)
+    name = type(model).__name__
+    if name in _TIED:
+        out, table_name = _TIED[name]
+        table = state.get(table_name)
+        head = state.setdefault(out, table)
         if table is not None and head is not None and not torch.equal(head, table):
             raise ElectraError(
-                f"{source}: generator_lm_head.weight differs from the word embeddings; an untied "
-                "output layer is not supported (ELECTRA ties it to the embedding table)"
+                f"{source}: {out} differs from the token embeddings; an untied output layer is "
+                "not supported (electra ties it to the embedding table)"
             )
+    rtd = [f.discriminator for f in FAMILIES.values() if f.discriminator_as]
+    weight = state.get("classifier.weight")
+    if name in rtd and weight is not None and weight.shape[0] == len(RTD_LABELS):
+        bias = state["classifier.bias"]
+        state["classifier.weight"] = (weight[1] - weight[0])[None]
+        state["classifier.bias"] = (bias[1] - bias[0])[None]
     return state
 
 
 def load_strict(model: nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
-    if problem := misfit(model, state, weights_file(path).name):
+    check_fits(model, state, path)
+    model.load_state_dict(state, strict=True)
+
+
+def check_fits(model: nn.Module, state: dict, path: Path, skip: Iterable[str] = ()) -> None:
+    """Refuses weights that do not fit `model` (which may be on the meta device), in one line."""
+    if problem := misfit(model, state, weights_file(path).name, skip):
         raise ElectraError(
             f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "
             "the folder it came with"
         )
-    model.load_state_dict(state, strict=True)
 
 
 def misfit(model: nn.Module, state: dict, file: str, skip: Iterable[str] = ()) -> str | None:
@@ -243,7 +315,7 @@ def load_pretrained(
     return model.to(device).eval(), tokenizer
 
 
-def model_tokenizer(path: Path, cfg: ModelConfig) -> tokenizers.Tokenizer:
+def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
     """The tokenizer of a model folder, checked to give only ids the model has."""
     tokenizer = load_tokenizer(path)
     if tokenizer.get_vocab_size() > cfg.vocab_size:
@@ -254,17 +326,21 @@ def model_tokenizer(path: Path, cfg: ModelConfig) -> tokenizers.Tokenizer:
     return tokenizer
 
 
-# --- continued pretraining from a discriminator + generator pair ---------------------------------
+# --- continued pretraining: a discriminator + generator pair, or a modern MLM folder ------------
 
-# Fields the two networks must agree on for ELECTRA's embedding sharing to hold.
-_SHARED_FIELDS = (
-    "vocab_size",
-    "embedding_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "hidden_act",
-    "layer_norm_eps",
-)
+# Fields the two networks must agree on for embedding sharing to hold, by family (`arch`). The
+# modern family has no embedding projection, so a shared table fixes the width too.
+_SHARED_FIELDS = {
+    "electra": (
+        "vocab_size",
+        "embedding_size",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "hidden_act",
+        "layer_norm_eps",
+    ),
+    "modernbert": ("vocab_size", "hidden_size", "max_position_embeddings", "norm_eps"),
+}
 
 
 def pair_dirs(path: str | Path) -> tuple[Path, Path]:
@@ -273,21 +349,49 @@ def pair_dirs(path: str | Path) -> tuple[Path, Path]:
     if not (is_model_dir(disc) and is_model_dir(gen)):
         raise ElectraError(
             f"{path} must hold discriminator/ and generator/ model folders (as `electra export` "
-            "writes them, or two Hugging Face ELECTRA folders placed so)"
+            "writes them, or two Hugging Face ELECTRA folders placed so), or be a Hugging Face "
+            "ModernBertForMaskedLM folder"
         )
     return disc, gen
 
 
-def pair_configs(path: str | Path) -> tuple[ModelConfig, ModelConfig]:
-    """The discriminator's and generator's configs, checked to fit together."""
+def mlm_source(path: str | Path) -> AnyModelConfig | None:
+    """The config of a modern masked-LM folder (`ModernBertForMaskedLM`, as `transformers` or our
+    export writes it) that continued pretraining starts from; None for any other path."""
+    path = Path(path)
+    if not is_model_dir(path) or is_model_dir(path / "discriminator"):
+        return None
+    arch, cfg = read_model_config(path, (*ARCHITECTURES, *(f.encoder for f in FAMILIES.values())))
+    family = family_for(cfg)
+    if arch != family.generator or not family.discriminator_as:
+        raise ElectraError(
+            f"{path} holds an {arch}: --init-from takes a folder with discriminator/ and "
+            "generator/ (a run or `electra export`), or a Hugging Face ModernBertForMaskedLM folder"
+        )
+    return cfg
+
+
+def pair_tokenizer_dir(path: str | Path) -> Path:
+    """The folder whose tokenizer the continued run's data must be prepared with."""
+    return Path(path) if mlm_source(path) is not None else pair_dirs(path)[0]
+
+
+def pair_configs(
+    path: str | Path, generator_layers: int | None = None
+) -> tuple[AnyModelConfig, AnyModelConfig]:
+    """The discriminator's and generator's configs, checked to fit together. From a modern MLM
+    folder (`mlm_source`): its config, and the generator `continuation_generator` makes of it."""
+    if (cfg := mlm_source(path)) is not None:
+        return cfg, continuation_generator(cfg, generator_layers, path)
     disc_dir, gen_dir = pair_dirs(path)
     (d_arch, d), (g_arch, g) = read_model_config(disc_dir), read_model_config(gen_dir)
-    if (d_arch, g_arch) != (ELECTRA.discriminator, ELECTRA.generator):
+    family = family_for(d)
+    if (d_arch, g_arch) != (family.discriminator, family.generator):
         raise ElectraError(
-            f"{path}: expected an ElectraForPreTraining discriminator and an ElectraForMaskedLM "
+            f"{path}: expected a {family.discriminator} discriminator and a {family.generator} "
             f"generator, found {d_arch} and {g_arch}"
         )
-    for name in _SHARED_FIELDS:
+    for name in _SHARED_FIELDS[d.arch]:
         if getattr(d, name) != getattr(g, name):
             raise ElectraError(
                 f"{path}: the discriminator has {name}={getattr(d, name)} but the generator "
@@ -296,22 +400,71 @@ def pair_configs(path: str | Path) -> tuple[ModelConfig, ModelConfig]:
     return d, g
 
 
+def continuation_generator(
+    cfg: AnyModelConfig, layers: int | None, path: str | Path
+) -> AnyModelConfig:
+    """The generator of RTD continued from an MLM-pretrained modern model: the model's width and
+    its lower third of layers (or `layers`), with its MLM head (`load_pair_weights`).
+
+    Why not a fresh smaller one: the modern family has no embedding projection, so a generator
+    that shares the discriminator's token table (`sharing=embeddings`, what continuation uses)
+    has the discriminator's width anyway, and only its depth can be smaller. Its lower layers
+    and its own MLM head, trained together with that table, make a generator that predicts
+    plausible tokens from the first step (a fresh one gives the discriminator noise to detect
+    while it learns), and that is weaker than the full model, as ELECTRA's generator should be
+    (the paper's 1/4 to 1/2 size; DeBERTa-v3 and ModernBERT use a third of the depth)."""
+    n = cfg.num_hidden_layers
+    k = layers or max(1, round(n / 3))
+    if not 1 <= k <= n:
+        raise ElectraError(
+            f"objective.generator_num_hidden_layers={k}: the model in {path} has {n} layers; "
+            f"the generator takes its lower ones, so give at most {n}"
+        )
+    return replace(cfg, num_hidden_layers=k)
+
+
 def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str | Path) -> None:
     """Loads a pair into networks that share embeddings: the discriminator's tables are the shared
-    ones, so the generator's copies of them (and its tied output weight) are left out."""
+    ones, so the generator's copies of them (and its tied output weight) are left out. From a
+    modern MLM folder, `load_mlm_continuation`."""
+    if mlm_source(path) is not None:
+        return load_mlm_continuation(discriminator, generator, Path(path))
     disc_dir, gen_dir = pair_dirs(path)
     disc_state = fit_state_dict(read_state_dict(disc_dir), discriminator, disc_dir)
     load_strict(discriminator, disc_state, disc_dir)
     gen_state = fit_state_dict(read_state_dict(gen_dir), generator, gen_dir)
-    shared = {k for k in gen_state if k.startswith("electra.embeddings.")}
-    shared.add("generator_lm_head.weight")
-    gen_state = {k: v for k, v in gen_state.items() if k not in shared}
-    if problem := misfit(generator, gen_state, weights_file(gen_dir).name, skip=shared):
-        raise ElectraError(
-            f"the weights in {gen_dir} do not fit its config.json: {problem}: fix config.json or "
-            "use the folder it came with"
-        )
-    generator.load_state_dict(gen_state, strict=False)
+    load_shared_generator(generator, gen_state, gen_dir)
+    return None
+
+
+def load_shared_generator(generator: nn.Module, state: dict, source: Path) -> None:
+    """Loads a generator that shares the discriminator's embeddings (already loaded there): its
+    copies of them and its tied output weight are left out of `state`."""
+    prefix = generator.base_model_prefix
+    shared = {k for k in generator.state_dict() if k.startswith(f"{prefix}.embeddings.")}
+    shared.add(_TIED[type(generator).__name__][0])
+    state = {k: v for k, v in state.items() if k not in shared}
+    check_fits(generator, state, source, skip=shared)
+    generator.load_state_dict(state, strict=False)
+
+
+def load_mlm_continuation(discriminator: nn.Module, generator: nn.Module, path: Path) -> None:
+    """The MLM model's encoder becomes the discriminator's (its RTD head stays fresh); the
+    generator, of `continuation_generator`'s depth k and sharing the discriminator's token table,
+    takes layers 0..k-1, the final norm and the MLM head (layer i keeps its attention type and
+    theta: the pattern counts from the first layer)."""
+    _, cfg = read_model_config(path)
+    with torch.device("meta"):  # the names and shapes the file must have
+        mlm = ARCHITECTURES[family_for(cfg).generator](cfg)
+    state = fit_state_dict(read_state_dict(path), mlm, path)
+    check_fits(mlm, state, path)
+    prefix = mlm.base_model_prefix
+    encoder = {k[len(prefix) + 1 :]: v for k, v in state.items() if k.startswith(f"{prefix}.")}
+    getattr(discriminator, prefix).load_state_dict(encoder, strict=True)
+    k = generator.config.num_hidden_layers
+    dropped = re.compile(rf"{prefix}\.layers\.(\d+)\.")
+    kept = {n: v for n, v in state.items() if not ((m := dropped.match(n)) and int(m[1]) >= k)}
+    load_shared_generator(generator, kept, path)
 
 
 def trained_objective(model_path: Path) -> str | None:
