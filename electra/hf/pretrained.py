@@ -83,11 +83,8 @@ def write_model_files(
     folder being filled: `atomic_dir`): the files of every model folder we write."""
     write_json_atomic(folder / "config.json", config)
     save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
-    family = FAMILIES[config["model_type"]]
-    if family.token_types:
-        save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer))
-    else:
-        save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer), token_types=False)
+    token_types = FAMILIES[config["model_type"]].token_types
+    save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer), token_types=token_types)
 
 
 def is_model_dir(path: Path) -> bool:
