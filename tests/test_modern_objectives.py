@@ -313,3 +313,18 @@ def test_modern_tiny_learns_on_wikipedia_text_it_never_saw(tmp_path):
     summary = json.dumps({"auc": aucs, "mlm": mlm})
     assert max(aucs) >= 0.65, summary
     assert mlm[-1] <= 0.85 * mlm[0], summary
+
+
+@pytest.mark.parametrize(
+    "name, sharing", [("electra", "gdes"), ("electric", "embeddings"), ("all_tokens_mlm", "none")]
+)
+def test_a_modern_step_traces_into_one_graph(special, name, sharing):
+    """No host syncs or data-dependent shapes in the modern networks either (GDES's table, the
+    towers' 4-D masks, the copy gate): `torch.compile` and CUDA graphs capture a step whole."""
+    import torch._dynamo as dynamo
+
+    obj = build(name, sharing, special=special)
+    ids, types, attention = random_batch(special, b=4)
+    dynamo.reset()
+    explained = dynamo.explain(obj)(ids, types, attention)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
