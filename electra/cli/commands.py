@@ -151,26 +151,25 @@ def cmd_presets(args: argparse.Namespace) -> None:
     import torch
 
     from electra.config import PRESETS, generator_config, preset
-    from electra.model.electra import (
-        ElectraForMaskedLM,
-        ElectraForPreTraining,
-        count_parameters,
-        format_count,
-    )
+    from electra.model.electra import count_parameters, format_count
+    from electra.model.registry import encoder_of
+    from electra.objectives.sharing import build_pair
 
+    w = max(8, *map(len, PRESETS))  # the names' column
     print(
-        f"{'preset':<8} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr"
+        f"{'preset':<{w}} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr"
     )
     for name in PRESETS:
         c = preset(name)
         with torch.device("meta"):  # sizes only, no memory
-            d = ElectraForPreTraining(c.model)
-            g = ElectraForMaskedLM(generator_config(c.model, c.objective), d.electra.embeddings)
+            # The pair as the preset's sharing builds it, in its family (electra.model.registry).
+            g, d = build_pair(c.model, c.objective)
         gh = generator_config(c.model, c.objective).hidden_size
+        e = getattr(c.model, "embedding_size", "-")  # the modern family has no separate E
         print(
-            f"{name:<8} {format_count(count_parameters(d.electra)):>14} "
+            f"{name:<{w}} {format_count(count_parameters(encoder_of(d))):>14} "
             f"{format_count(count_parameters(d, g) - count_parameters(d)):>14} {c.model.hidden_size:>5} "
-            f"{c.model.num_hidden_layers:>3} {c.model.embedding_size:>5} {gh:>5}  {c.data.seq_len:>3} "
+            f"{c.model.num_hidden_layers:>3} {e:>5} {gh:>5}  {c.data.seq_len:>3} "
             f"{c.train.batch_size:>6}  {c.train.lr:g}"
         )
 

@@ -64,8 +64,20 @@ from electra.hf.pretrained import (
 )
 from electra.jsonl import write_jsonl
 from electra.model.electra import ElectraLayer, count_parameters, format_count
+from electra.model.modernbert import ModernBertEncoderLayer
+from electra.model.registry import encoder_of
 from electra.objectives import Objective, build_objective, check_objective
-from electra.objectives.flops import official_train_flops
+from electra.objectives.flops import logged_convention, logged_train_flops
+
+# The layers FSDP shards one by one (`electra.engine.distributed.wrap`), of every family.
+WRAPPED_LAYERS = (ElectraLayer, ModernBertEncoderLayer)
+
+# What each FLOP convention is called where a run says which it counts in.
+CONVENTIONS = {
+    "official": "the official counter's convention, as in the paper's Table 1",
+    "model": "the model convention, matmuls only, as MFU counts: the official one has no count "
+    "for this architecture",
+}
 
 
 def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
@@ -121,7 +133,7 @@ def describe(objective: Objective) -> str:
         c = model.config
         lines.append(
             f"{role}: {format_count(count_parameters(model))} parameters (embeddings + encoder "
-            f"{format_count(count_parameters(model.electra))}; hidden {c.hidden_size}, "
+            f"{format_count(count_parameters(encoder_of(model)))}; hidden {c.hidden_size}, "
             f"{c.num_hidden_layers} layers, {c.num_attention_heads} heads)"
         )
     lines.append(
@@ -305,7 +317,7 @@ def build(
     objective = runtime.prepare(objective)
     if init_from_pair:
         load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
-    layers = [m for m in objective.modules() if isinstance(m, ElectraLayer)]
+    layers = [m for m in objective.modules() if isinstance(m, WRAPPED_LAYERS)]
     model = wrap(
         objective, world, cfg.train.parallel, layers
     )  # step 1 of electra.engine.runtime's order
@@ -347,8 +359,8 @@ def open_run_dir(run: Run, fresh: bool) -> None:
             file=sys.stderr,
         )
     print(
-        f"training FLOPs: {official_train_flops(cfg):.3g} for {cfg.train.steps} steps "
-        "(the official counter's convention, as in the paper's Table 1)",
+        f"training FLOPs: {logged_train_flops(cfg):.3g} for {cfg.train.steps} steps "
+        f"({CONVENTIONS[logged_convention(cfg)]})",
         file=sys.stderr,
     )
 
@@ -458,7 +470,7 @@ def _log(
         step=run.step,
         lr=lr,
         tokens_per_s=window.steps * tokens_per_step / (now - window.start),
-        train_flops=official_train_flops(run.cfg, steps=run.step),
+        train_flops=logged_train_flops(run.cfg, steps=run.step),
         elapsed_s=run.elapsed_before + now - start,
     )
     if logger is not None:

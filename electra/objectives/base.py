@@ -21,11 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import ModelConfig, ObjectiveConfig, RunConfig
+from electra.config import AnyModelConfig, ObjectiveConfig, RunConfig
 from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
-from electra.model.electra import ElectraForMaskedLM, gather_positions
+from electra.model.electra import gather_positions
 from electra.model.flops import Network
+from electra.model.registry import encoder_of
 from electra.objectives.losses import masked_lm_loss, weighted_mean
 from electra.objectives.masking import Masked, mask_tokens, replace_tokens
 from electra.objectives.metrics import AUC_HISTOGRAMS, auc_stat, mean_stats
@@ -130,9 +131,10 @@ class Objective(nn.Module):
 
     @classmethod
     def build(
-        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+        cls, model_cfg: AnyModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> Objective:
-        """The objective with its networks freshly initialised."""
+        """The objective with its networks freshly initialised, of the architecture family
+        `model_cfg.arch` names (`electra.model.registry.family_of`)."""
         raise NotImplementedError
 
     @classmethod
@@ -151,7 +153,8 @@ class Objective(nn.Module):
         return {}
 
     def models(self) -> dict[str, nn.Module]:
-        """The trained networks by role, as plain ELECTRA models: each becomes a model folder."""
+        """The trained networks by role, as plain models of the run's family (its `pretraining` or
+        `masked_lm` class, `electra.model.registry`): each becomes a model folder."""
         raise NotImplementedError
 
     @classmethod
@@ -188,16 +191,17 @@ class Objective(nn.Module):
 
     def masked_lm_step(
         self,
-        model: ElectraForMaskedLM,
+        model: nn.Module,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor,
         attention_mask: torch.Tensor,
     ) -> MaskedLM:
-        """Masks the batch and runs `model` with its vocabulary head at the slots only."""
+        """Masks the batch and runs `model` (a family's masked LM) with its vocabulary head at the
+        slots only."""
         vocab = model.config.vocab_size
         m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
         hidden = gather_positions(
-            model.electra(m.input_ids, token_type_ids, attention_mask), m.positions
+            encoder_of(model)(m.input_ids, token_type_ids, attention_mask), m.positions
         )
         logits = model.logits(hidden)
         loss, acc, probs = masked_lm_loss(logits, m.targets, m.weights)
@@ -205,7 +209,7 @@ class Objective(nn.Module):
 
     def corrupt(
         self,
-        generator: ElectraForMaskedLM,
+        generator: nn.Module,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor,
         attention_mask: torch.Tensor,
@@ -244,7 +248,7 @@ def binary_loss(d: Detection) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
 
 
 def build_objective(
-    model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+    model_cfg: AnyModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
 ) -> Objective:
     """The objective `cfg.name` names, its networks freshly initialised."""
     return objective_class(cfg.name).build(model_cfg, cfg, special, seq_len)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from electra.config import ModelConfig, ObjectiveConfig, RunConfig, generator_config
+from electra.config import AnyModelConfig, ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
-from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
 from electra.model.flops import Network
 from electra.objectives.base import (
     Corruption,
@@ -27,7 +26,7 @@ from electra.objectives.base import (
 )
 from electra.objectives.masking import selected_positions
 from electra.objectives.metrics import detection_metrics
-from electra.objectives.sharing import build_pair, plain
+from electra.objectives.sharing import build_pair, check_generator_fits, plain
 
 
 @register("electra")
@@ -35,12 +34,17 @@ class ReplacedTokenDetection(Objective):
     """ELECTRA: generator MLM loss + disc_weight * discriminator loss over all real tokens."""
 
     sharings = ("none", "embeddings", "all", "gdes")
-    generator: ElectraForMaskedLM
-    discriminator: ElectraForPreTraining
+    generator: nn.Module  # the family's masked LM (`electra.model.registry`)
+    discriminator: nn.Module  # the family's pretraining (replaced-token) model
+
+    @classmethod
+    def check(cls, run: RunConfig) -> None:
+        super().check(run)
+        check_generator_fits(run)
 
     @classmethod
     def build(
-        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+        cls, model_cfg: AnyModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> ReplacedTokenDetection:
         generator, discriminator = build_pair(model_cfg, cfg)
         return cls(cfg, special, seq_len, generator=generator, discriminator=discriminator)

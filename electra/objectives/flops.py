@@ -7,14 +7,18 @@ the two conventions of `electra.model.flops` (say which one a figure uses).
   `electra experiment`'s equal-compute arms count.
 - `model_flops_per_step`: matmuls only, a trained network 3x its forward pass; what MFU divides.
 
-An objective that does not name its networks is refused, not counted as ELECTRA.
+An objective that does not name its networks is refused, not counted as ELECTRA. The official
+convention is defined for BERT's 2018 layer only: a run of another family (the modern one) has no
+count in it, and its logs count in the model convention instead (`logged_convention`,
+`logged_train_flops`).
 """
 
 from __future__ import annotations
 
 from electra.config import RunConfig
-from electra.model.flops import TRAINED_PASSES
-from electra.model.registry import family
+from electra.errors import ElectraError
+from electra.model.flops import TRAINED_PASSES, Network
+from electra.model.registry import family_of
 from electra.objectives.base import objective_class
 
 
@@ -23,7 +27,7 @@ def sequence_flops(cfg: RunConfig, step: int, convention: str) -> float:
     trained, s = TRAINED_PASSES[convention], cfg.data.seq_len
     total = 0.0
     for n in objective_class(cfg.objective.name).step_networks(cfg, step):
-        forward = family().forward_flops(n, s, convention)
+        forward = family_of(n.config).forward_flops(n, s, convention)
         total += (trained if n.trained else 1) * forward
     return total
 
@@ -37,6 +41,33 @@ def official_train_flops(cfg: RunConfig, steps: float | None = None) -> float:
     for start, end in objective_class(cfg.objective.name).network_stages(cfg, int(steps)):
         total += batch * (end - start) * sequence_flops(cfg, start, "official")
     return total
+
+
+def train_flops(cfg: RunConfig, convention: str, steps: float | None = None) -> float:
+    """Training FLOPs for the first `steps` steps (default: the run's) in `convention`, each
+    stage's networks at that convention's passes per trained network."""
+    if convention == "official":
+        return official_train_flops(cfg, steps)
+    steps = cfg.train.steps if steps is None else steps
+    total = 0.0
+    for start, end in objective_class(cfg.objective.name).network_stages(cfg, int(steps)):
+        total += cfg.train.batch_size * (end - start) * sequence_flops(cfg, start, convention)
+    return total
+
+
+def logged_convention(cfg: RunConfig) -> str:
+    """The convention a run's log counts its `train_flops` in: the official one (the paper's
+    Table 1) where the run's family has a count in it, else the model convention."""
+    try:  # the family says whether it counts in the official convention by refusing it
+        family_of(cfg.model).forward_flops(Network(cfg.model), 1, "official")
+    except ElectraError:
+        return "model"
+    return "official"
+
+
+def logged_train_flops(cfg: RunConfig, steps: float | None = None) -> float:
+    """`train_flops` as a run's log writes it: in `logged_convention(cfg)`."""
+    return train_flops(cfg, logged_convention(cfg), steps)
 
 
 def model_flops_per_step(cfg: RunConfig, step: int = 0) -> float:

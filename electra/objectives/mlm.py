@@ -10,7 +10,8 @@
   The gate's weights live in the run's checkpoints; the exported `mlm` folder is the encoder with
   its softmax head, which Hugging Face can load (the gate has no HF counterpart).
 
-The full-size model is an `ElectraForMaskedLM`, saved as the run's `mlm` folder.
+The full-size model is the family's masked LM (`ElectraForMaskedLM`, `ModernBertForMaskedLM`),
+saved as the run's `mlm` folder.
 """
 
 from __future__ import annotations
@@ -19,18 +20,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import ModelConfig, ObjectiveConfig, RunConfig, generator_config
-from electra.data.tokenizer import SpecialIds
-from electra.model.electra import (
-    ElectraDiscriminatorPredictions,
-    ElectraForMaskedLM,
-    init_weights,
+from electra.config import (
+    AnyModelConfig,
+    ModernConfig,
+    ObjectiveConfig,
+    RunConfig,
+    generator_config,
 )
+from electra.data.tokenizer import SpecialIds
+from electra.model.electra import ElectraDiscriminatorPredictions, init_weights
 from electra.model.flops import Network
+from electra.model.modernbert import ModernBertPredictionHead, init_weight, out_std
+from electra.model.registry import encoder_of, family_of
 from electra.objectives.base import Objective, StepOutput, register, slot_fraction
 from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
 from electra.objectives.masking import predictable
-from electra.objectives.sharing import build_pair
+from electra.objectives.sharing import build_pair, check_generator_fits
 
 
 @register("mlm")
@@ -38,13 +43,13 @@ class MaskedLanguageModeling(Objective):
     """The BERT baseline: one full-size MLM model trained on the masked slots only."""
 
     sharings = ("none", "embeddings")  # there is no second network: the setting changes nothing
-    mlm: ElectraForMaskedLM
+    mlm: nn.Module  # the family's masked LM
 
     @classmethod
     def build(
-        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+        cls, model_cfg: AnyModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> MaskedLanguageModeling:
-        return cls(cfg, special, seq_len, mlm=ElectraForMaskedLM(model_cfg))
+        return cls(cfg, special, seq_len, mlm=family_of(model_cfg).masked_lm(model_cfg))
 
     def models(self) -> dict[str, nn.Module]:
         return {"mlm": self.mlm}
@@ -65,14 +70,19 @@ class MaskedLanguageModeling(Objective):
 class ReplaceMLM(Objective):
     """Table 5's Replace MLM: generator samples, not [MASK], fill the slots the model predicts."""
 
-    generator: ElectraForMaskedLM
-    mlm: ElectraForMaskedLM
+    generator: nn.Module  # the family's masked LMs
+    mlm: nn.Module
+
+    @classmethod
+    def check(cls, run: RunConfig) -> None:
+        super().check(run)
+        check_generator_fits(run)
 
     @classmethod
     def build(
-        cls, model_cfg: ModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
+        cls, model_cfg: AnyModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> ReplaceMLM:
-        generator, model = build_pair(model_cfg, cfg, main=ElectraForMaskedLM)
+        generator, model = build_pair(model_cfg, cfg, main="masked_lm")
         return cls(cfg, special, seq_len, generator=generator, mlm=model)
 
     def models(self) -> dict[str, nn.Module]:
@@ -110,8 +120,7 @@ class AllTokensMLM(ReplaceMLM):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.copy_gate = ElectraDiscriminatorPredictions(self.mlm.config)
-        init_weights(self.copy_gate, self.mlm.config.initializer_range)
+        self.copy_gate = copy_gate(self.mlm.config)
 
     @classmethod
     def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
@@ -127,7 +136,7 @@ class AllTokensMLM(ReplaceMLM):
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
         c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
-        hidden = self.mlm.electra(c.corrupted, token_type_ids, attention_mask)
+        hidden = encoder_of(self.mlm)(c.corrupted, token_type_ids, attention_mask)
         logits = self.mlm.logits(hidden)
         gate = self.copy_gate(hidden).float()  # the logit of D
         nll, probs = token_nll(logits, input_ids)
@@ -143,6 +152,31 @@ class AllTokensMLM(ReplaceMLM):
             "replaced_frac": weighted_mean(c.replaced.float(), attention_mask),
         }
         return StepOutput(self.cfg.gen_weight * c.gen.loss + loss, stats)
+
+
+class ModernCopyGate(nn.Module):
+    """The copy gate in the modern family's head shape: dense -> act -> norm -> one logit (the
+    discriminator's shape, `ModernBertForPreTraining`), initialised as HF initialises it."""
+
+    def __init__(self, cfg: ModernConfig):
+        super().__init__()
+        self.head = ModernBertPredictionHead(cfg)
+        self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
+        init_weight(self.head.dense.weight, out_std(cfg), cfg)
+        init_weight(self.dense_prediction.weight, cfg.hidden_size**-0.5, cfg)
+        nn.init.zeros_(self.dense_prediction.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.dense_prediction(self.head(hidden)).squeeze(-1)
+
+
+def copy_gate(cfg: AnyModelConfig) -> nn.Module:
+    """All-Tokens MLM's gate D(x, t) for `cfg`'s family: a per-token head like its discriminator's."""
+    if isinstance(cfg, ModernConfig):
+        return ModernCopyGate(cfg)
+    gate = ElectraDiscriminatorPredictions(cfg)
+    init_weights(gate, cfg.initializer_range)
+    return gate
 
 
 def copy_mixture_log_prob(

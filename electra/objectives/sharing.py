@@ -1,14 +1,21 @@
 """Building a generator beside the network it trains, with the weight sharing `objective.sharing`
-names (docs/specification.md §Weight sharing; §3.2 of the paper):
+names (docs/specification.md §Weight sharing; §3.2 of the paper), for every architecture family
+(`electra.model.registry`):
 
 - `none`: two separate networks.
-- `embeddings` (the official code): word, position and token-type tables and the embedding
-  LayerNorm are one module; each network keeps its own `embeddings_project`.
+- `embeddings` (the official code): the embedding module is one; for ELECTRA, the word, position
+  and token-type tables and the embedding LayerNorm, each network keeping its own
+  `embeddings_project`; for the modern family, the token table and its norm.
 - `all`: one encoder serves both (the paper's "all weights"; only for equal sizes).
-- `gdes` (DeBERTa-v3's gradient-disentangled sharing): the discriminator's word and position
-  tables are stop_gradient(generator's) + a zero-initialised residual, so the discriminator's loss
-  reaches only the residual and the generator's tables learn from the MLM loss alone. A model
-  folder holds the sum (`plain`), so an exported discriminator is an ordinary ELECTRA model.
+- `gdes` (DeBERTa-v3's gradient-disentangled sharing): the discriminator's word (and, for
+  ELECTRA, position) tables are stop_gradient(generator's) + a zero-initialised residual, so the
+  discriminator's loss reaches only the residual and the generator's tables learn from the MLM
+  loss alone. A model folder holds the sum (`plain`), so an exported discriminator is an ordinary
+  model of its family.
+
+The modern family has no embedding projection, so a generator that shares its table
+(`embeddings`, `gdes`, `all`) has the discriminator's width; a narrower one needs `none`
+(`check_generator_fits`, called by the objectives' `check` before anything is written).
 """
 
 from __future__ import annotations
@@ -17,14 +24,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import ModelConfig, ObjectiveConfig, generator_config
-from electra.errors import ElectraError
-from electra.model.electra import (
-    ElectraEmbeddings,
-    ElectraForMaskedLM,
-    ElectraForPreTraining,
-    positions_of,
+from electra.config import (
+    AnyModelConfig,
+    ModelConfig,
+    ModernConfig,
+    ObjectiveConfig,
+    RunConfig,
+    generator_config,
 )
+from electra.errors import ElectraError
+from electra.model.electra import ElectraEmbeddings, positions_of
+from electra.model.modernbert import ModernBertEmbeddings, layer_norm
+from electra.model.registry import encoder_of, family_of
 
 
 class DisentangledEmbeddings(nn.Module):
@@ -75,27 +86,88 @@ class DisentangledEmbeddings(nn.Module):
             }
 
 
+class ModernDisentangledEmbeddings(nn.Module):
+    """GDES for the modern family: the token table is stop_gradient(generator's) + a residual
+    (there are no position tables: positions are rotary); the norm is the discriminator's own, as
+    ELECTRA's GDES keeps its LayerNorm."""
+
+    def __init__(self, cfg: ModernConfig, source: ModernBertEmbeddings):
+        super().__init__()
+        self._source = (source,)  # a tuple keeps nn.Module from registering it
+        self.padding_idx = cfg.pad_token_id
+        self.tok_embeddings_delta = nn.Parameter(torch.zeros_like(source.tok_embeddings.weight))
+        self.norm = layer_norm(cfg)
+        self.drop = nn.Dropout(cfg.embedding_dropout)
+
+    @property
+    def source(self) -> ModernBertEmbeddings:
+        return self._source[0]
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        table = self.source.tok_embeddings.weight.detach()
+        # The padding row learns nothing, as in the folded model's `nn.Embedding(padding_idx=)`.
+        delta = F.embedding(input_ids, self.tok_embeddings_delta, padding_idx=self.padding_idx)
+        return self.drop(self.norm(F.embedding(input_ids, table) + delta))
+
+    def folded(self) -> dict[str, torch.Tensor]:
+        """The table an ordinary `ModernBertEmbeddings` would hold: generator's + residual."""
+        with torch.no_grad():
+            return {
+                "tok_embeddings.weight": self.source.tok_embeddings.weight
+                + self.tok_embeddings_delta
+            }
+
+
+def disentangled(cfg: AnyModelConfig, source: nn.Module) -> nn.Module:
+    """The GDES embeddings of `cfg`'s family over the generator's embeddings `source`."""
+    if isinstance(cfg, ModernConfig):
+        return ModernDisentangledEmbeddings(cfg, source)
+    return DisentangledEmbeddings(cfg, source)
+
+
 def plain(model: nn.Module) -> nn.Module:
-    """`model` as an ordinary ELECTRA network: a GDES discriminator gets its residual folded into
-    a copy with plain embeddings; any other model is returned as it is."""
-    embeddings = model.electra.embeddings
-    if not isinstance(embeddings, DisentangledEmbeddings):
+    """`model` as an ordinary network of its family: a GDES discriminator gets its residual folded
+    into a copy with plain embeddings; any other model is returned as it is."""
+    embeddings = encoder_of(model).embeddings
+    if not isinstance(embeddings, DisentangledEmbeddings | ModernDisentangledEmbeddings):
         return model
+    prefix = f"{model.base_model_prefix}.embeddings."
     state = {k: v for k, v in model.state_dict().items() if "_delta" not in k}
-    state.update({f"electra.embeddings.{k}": v for k, v in embeddings.folded().items()})
-    with torch.device(embeddings.word_embeddings_delta.device):
+    state.update({prefix + k: v for k, v in embeddings.folded().items()})
+    with torch.device(next(embeddings.parameters()).device):
         folded = type(model)(model.config)
     folded.load_state_dict(state, strict=True)
     return folded.train(model.training)
 
 
+def check_generator_fits(run: RunConfig) -> None:
+    """Refuses a generator the sharing cannot serve: in the modern family, which has no embedding
+    projection, a generator that shares the table (`embeddings`, `gdes`, `all`) must have the
+    discriminator's width."""
+    sharing = run.objective.sharing
+    if not isinstance(run.model, ModernConfig) or sharing == "none":
+        return
+    hidden = generator_config(run.model, run.objective).hidden_size
+    if hidden != run.model.hidden_size:
+        raise ElectraError(
+            f"objective.sharing={sharing} with model.arch=modernbert needs a generator of the "
+            f"discriminator's width (model.hidden_size={run.model.hidden_size}), not {hidden}: "
+            "the modern family has no embedding projection to narrow a shared table; set "
+            "objective.generator_hidden_fraction=1 (make it smaller with "
+            "objective.generator_layers_fraction), or set objective.sharing=none"
+        )
+
+
 def build_pair(
-    model_cfg: ModelConfig,
+    model_cfg: AnyModelConfig,
     cfg: ObjectiveConfig,
-    main: type[nn.Module] = ElectraForPreTraining,
-) -> tuple[ElectraForMaskedLM, nn.Module]:
-    """The generator and the `main` network (the discriminator, or a full-size MLM model),
-    freshly initialised, sharing as `cfg.sharing` says."""
+    main: str = "pretraining",
+) -> tuple[nn.Module, nn.Module]:
+    """The generator (its family's masked LM) and the `main` network (the family's `pretraining`
+    discriminator, or its `masked_lm` for a full-size MLM model), freshly initialised, sharing as
+    `cfg.sharing` says."""
+    family = family_of(model_cfg)
+    masked_lm, network_class = family.masked_lm, getattr(family, main)
     gen_cfg = generator_config(model_cfg, cfg)
     if cfg.sharing == "all":
         if gen_cfg != model_cfg:
@@ -103,15 +175,15 @@ def build_pair(
                 "objective.sharing=all needs a generator of the discriminator's size: set "
                 "objective.generator_hidden_fraction=1 and objective.generator_layers_fraction=1"
             )
-        network = main(model_cfg)
-        generator = ElectraForMaskedLM(gen_cfg)
-        generator.electra = network.electra
-        generator.generator_lm_head.weight = network.electra.embeddings.word_embeddings.weight
+        network = network_class(model_cfg)
+        generator = masked_lm(gen_cfg)
+        setattr(generator, generator.base_model_prefix, encoder_of(network))
+        generator.tie_weights()
         return generator, network
     if cfg.sharing == "gdes":
-        generator = ElectraForMaskedLM(gen_cfg)
-        embeddings = DisentangledEmbeddings(model_cfg, generator.electra.embeddings)
-        return generator, main(model_cfg, embeddings)
-    network = main(model_cfg)
-    shared = network.electra.embeddings if cfg.sharing == "embeddings" else None
-    return ElectraForMaskedLM(gen_cfg, shared), network
+        generator = masked_lm(gen_cfg)
+        embeddings = disentangled(model_cfg, encoder_of(generator).embeddings)
+        return generator, network_class(model_cfg, embeddings)
+    network = network_class(model_cfg)
+    shared = encoder_of(network).embeddings if cfg.sharing == "embeddings" else None
+    return masked_lm(gen_cfg, shared), network

@@ -18,6 +18,7 @@ import torch
 from electra.config import RunConfig, generator_config
 from electra.errors import ElectraError
 from electra.model.flops import Network
+from electra.model.registry import encoder_of
 from electra.objectives.base import UNSET, StepOutput, binary_loss, register, slot_fraction
 from electra.objectives.electra import ReplacedTokenDetection
 
@@ -76,7 +77,9 @@ class TwoStage(ReplacedTokenDetection):
         switch = self.cfg.two_stage_steps
         if step == switch:  # a run resumed later has the discriminator's weights in its checkpoint
             with torch.no_grad():
-                self.discriminator.electra.load_state_dict(self.generator.electra.state_dict())
+                encoder_of(self.discriminator).load_state_dict(
+                    encoder_of(self.generator).state_dict()
+                )
         self.second_stage = step >= switch
 
     def graph_key(self) -> bool:
