@@ -30,7 +30,7 @@ from electra.data.tokenizer import load_tokenizer, special_ids
 from electra.engine.checkpoint import PREFIX, checkpoint_dirs
 from electra.errors import ElectraError
 from electra.hf.cards import model_card
-from electra.hf.families import ELECTRA, TaskHead
+from electra.hf.families import FAMILIES, TaskHead
 from electra.hf.finetuned import finetuned_dir, is_finetuned, load_finetuned, read_finetune_info
 from electra.hf.head_rewrite import exact_classification_head
 from electra.hf.pretrained import (
@@ -41,6 +41,7 @@ from electra.hf.pretrained import (
     save_pretrained,
     write_model_files,
 )
+from electra.model_config import GLOBAL, LOCAL
 from electra.objectives import build_objective
 
 
@@ -117,27 +118,55 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
     task, model, tokenizer, cfg = load_finetuned(source)
     model.eval()
     head, state = hf_head_state(task, model, source)
-    config = ELECTRA.config_json(head.hf_class, model.config, **hf_label_config(task, head))
+    family = FAMILIES[model.config.arch]
+    extra = {**hf_label_config(task, head), **_family_config(model, tokenizer)}
+    config = family.config_json(head.hf_class, model.config, **extra)
     info = read_finetune_info(source)
     with atomic_dir(out, tag="export-tmp") as tmp:
         write_model_files(tmp, config, state, tokenizer)
-        limit_length(tmp / "tokenizer_config.json", cfg.max_seq_len)
+        limit_length(tmp / "tokenizer_config.json", cfg.max_seq_len, model.config.arch)
         write_text_atomic(tmp / "README.md", model_card(source, task, info, config, cfg))
     return out
 
 
-def limit_length(tokenizer_config: Path, max_len: int) -> None:
+def limit_length(tokenizer_config: Path, max_len: int, arch: str = "electra") -> None:
     """Sets the tokenizer's `model_max_length` to the fine-tuning length, so that a pipeline
-    called with `truncation=True` cuts long inputs where `electra predict` does (longest first)."""
+    called with `truncation=True` cuts long inputs where `electra predict` does (longest first).
+    For the modern family, also its `model_input_names` without `token_type_ids`, which
+    ModernBERT has no table for (4.x's forward refuses them)."""
     config = json.loads(tokenizer_config.read_text(encoding="utf-8"))
-    write_json_atomic(tokenizer_config, {**config, "model_max_length": max_len})
+    config["model_max_length"] = max_len
+    if arch == "modernbert":
+        config["model_input_names"] = ["input_ids", "attention_mask"]
+    write_json_atomic(tokenizer_config, config)
+
+
+def _family_config(model: nn.Module, tokenizer: tokenizers.Tokenizer) -> dict:
+    """config.json fields of the modern family's task heads beyond the encoder's (whose 4.x keys
+    are ModernConfig's): the 5.x keys of the layer pattern and thetas (`layer_types`,
+    `rope_parameters`), the pooling of the sequence classifier, and the special tokens' ids
+    (HF's defaults are ModernBERT's own vocabulary's, outside a smaller one)."""
+    cfg = model.config
+    if cfg.arch != "modernbert":
+        return {}
+    types = [cfg.layer_type(i) for i in range(cfg.num_hidden_layers)]
+    rope = {t: {"rope_type": "default", "rope_theta": cfg.rope_theta(t)} for t in (GLOBAL, LOCAL)}
+    special = special_ids(tokenizer)
+    ids = {
+        "cls_token_id": special.cls,
+        "sep_token_id": special.sep,
+        "bos_token_id": special.cls,
+        "eos_token_id": special.sep,
+    }
+    pooling = getattr(model, "pooling", "cls")
+    return {"layer_types": types, "rope_parameters": rope, **ids, "classifier_pooling": pooling}
 
 
 def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[str, torch.Tensor]]:
     """The `transformers` head that the model exports to and the weights under its names: the
     encoder's as they are, the head's as HF's class holds them."""
     name = type(model).__name__
-    head = ELECTRA.exported_head(name)
+    head = FAMILIES[model.config.arch].exported_head(name)
     if head is None:
         raise ElectraError(
             f"{source}: the official XLNet-style QA head has no Hugging Face class; fine-tune "
@@ -148,6 +177,12 @@ def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[
     state = {
         k: v.detach().cpu().float().clone().contiguous() for k, v in model.state_dict().items()
     }
+    if model.config.arch == "modernbert":  # HF's own head: the keys are already its
+        if task.regression:  # HF's logit is then the value itself (see below)
+            factor = float(task.value_scale)
+            state["classifier.weight"] *= factor
+            state["classifier.bias"] *= factor
+        return head, state
     if head.pipeline == "text-classification":  # our one linear layer, HF's two
         weight, bias = state.pop("classifier.weight"), state.pop("classifier.bias")
         if task.regression:  # HF's logit is then the value itself

@@ -93,7 +93,37 @@ ELECTRA = Family(
     config_extra=(("position_embedding_type", "absolute"),),
 )
 
-FAMILIES = {f.model_type: f for f in (ELECTRA,)}
+MODERNBERT = Family(
+    model_type="modernbert",
+    discriminator="ModernBertForPreTraining",
+    generator="ModernBertForMaskedLM",
+    encoder="ModernBertModel",
+    heads=(
+        TaskHead(
+            "ModernBertForSequenceClassification",
+            "ModernBertForSequenceClassification",
+            "AutoModelForSequenceClassification",
+            "text-classification",
+            "classification head",
+        ),
+        TaskHead(
+            "ModernBertForTokenClassification",
+            "ModernBertForTokenClassification",
+            "AutoModelForTokenClassification",
+            "token-classification",
+            "token classification head",
+        ),
+        TaskHead(
+            "ModernBertForQuestionAnswering",
+            "ModernBertForQuestionAnswering",
+            "AutoModelForQuestionAnswering",
+            "question-answering",
+            "question answering head",
+        ),
+    ),
+)
+
+FAMILIES = {f.model_type: f for f in (ELECTRA, MODERNBERT)}
 
 
 def auto_class(architecture: str) -> str:

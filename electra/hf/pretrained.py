@@ -25,13 +25,17 @@ from electra.atomic import atomic_dir, write_json_atomic
 from electra.config import ModelConfig, RunConfig
 from electra.data.tokenizer import load_tokenizer, lowercases, save_tokenizer
 from electra.errors import ElectraError
-from electra.hf.families import ELECTRA
+from electra.hf.families import ELECTRA, FAMILIES, MODERNBERT
 from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
+from electra.model.modernbert import ModernBertForMaskedLM, ModernBertForPreTraining
+from electra.model_config import AnyModelConfig, model_config_class
 
 # The pretraining networks by the `transformers` class their folders name.
 ARCHITECTURES = {
     ELECTRA.discriminator: ElectraForPreTraining,
     ELECTRA.generator: ElectraForMaskedLM,
+    MODERNBERT.discriminator: ModernBertForPreTraining,
+    MODERNBERT.generator: ModernBertForMaskedLM,
 }
 ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order of preference
 
@@ -42,7 +46,7 @@ def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Token
     # Tied tensors (the generator's output layer and its word table) are stored under both names,
     # as separate copies, so the file loads into any ELECTRA implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    config = ELECTRA.config_json(type(model).__name__, model.config)
+    config = FAMILIES[model.config.arch].config_json(type(model).__name__, model.config)
     with atomic_dir(out_dir) as tmp:
         write_model_files(tmp, config, state, tokenizer)
 
@@ -80,23 +84,25 @@ def resolve_model_dir(path: str | Path) -> Path:
 
 def read_model_config(
     path: Path, allowed: Iterable[str] = ARCHITECTURES
-) -> tuple[str, ModelConfig]:
+) -> tuple[str, AnyModelConfig]:
     try:
         raw = json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ElectraError(f"cannot read {path / 'config.json'}: {e}") from None
-    if raw.get("model_type", ELECTRA.model_type) != ELECTRA.model_type:
+    model_type = raw.get("model_type", ELECTRA.model_type)
+    if model_type not in FAMILIES:
         raise ElectraError(
             f"{path / 'config.json'} is a {raw.get('model_type')!r} model, not an ELECTRA one"
         )
-    arch = (raw.get("architectures") or [ELECTRA.discriminator])[0]
+    arch = (raw.get("architectures") or [FAMILIES[model_type].discriminator])[0]
     if arch not in allowed:
         raise ElectraError(
             f"{path / 'config.json'}: architecture {arch!r} is not supported here "
             f"(expected one of {', '.join(allowed)})"
         )
-    known = {f.name for f in fields(ModelConfig)}
-    return arch, ModelConfig(**{k: v for k, v in raw.items() if k in known})
+    config_class = model_config_class(model_type)  # a family's model_type is its arch
+    known = {f.name for f in fields(config_class)} - {"arch"}
+    return arch, config_class(**{k: v for k, v in raw.items() if k in known})
 
 
 # Buffers that older `transformers` versions saved with the weights; they carry no learned state.

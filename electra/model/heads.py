@@ -14,6 +14,9 @@ Hugging Face where a counterpart exists so the encoder's weights load by name.
   (`classifier.dense`, exact GELU, `classifier.out_proj`), under HF's names: it runs a classifier
   folder saved by `transformers` (`electra.hf.from_transformers`); fine-tuning trains the paper's head.
 
+The modern family's heads are `electra.model.modern_heads`'; `build_head` picks a task's head by
+the encoder's family.
+
 Head layers take TF's default Glorot-uniform init, as in the official code, except the linear QA
 head's, which takes BERT's run_squad init (normal, std initializer_range; HF's is the same).
 """
@@ -25,7 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig
+from electra.errors import ElectraError
+from electra.model import modern_heads
 from electra.model.electra import ElectraModel, activation, init_weights
+from electra.model_config import AnyModelConfig
 
 QA_HIDDEN = 512  # width of the official QA head's hidden layers ("qa_hidden")
 MASKED_LOGIT = -1000.0  # the official code's penalty outside the answer mask
@@ -223,4 +229,36 @@ HEADS = (
     "ElectraForTokenClassification",
     "ElectraForQuestionAnswering",
     "ElectraForSpanQuestionAnswering",
+    "ModernBertForSequenceClassification",
+    "ModernBertForTokenClassification",
+    "ModernBertForQuestionAnswering",
 )
+
+# Each kind of task head, by family (`model.arch`): what the tasks' `build_model` builds.
+_FAMILY_HEADS: dict[str, dict[str, type[nn.Module]]] = {
+    "sequence": {
+        "electra": ElectraForSequenceClassification,
+        "modernbert": modern_heads.ModernBertForSequenceClassification,
+    },
+    "token": {
+        "electra": ElectraForTokenClassification,
+        "modernbert": modern_heads.ModernBertForTokenClassification,
+    },
+    "span_qa": {
+        "electra": ElectraForSpanQuestionAnswering,
+        "modernbert": modern_heads.ModernBertForQuestionAnswering,
+    },
+    "official_qa": {"electra": ElectraForQuestionAnswering},
+}
+
+
+def build_head(kind: str, cfg: AnyModelConfig, *args) -> nn.Module:
+    """The `kind` head ("sequence", "token", "span_qa", "official_qa") of the family `cfg.arch`
+    names, built with `args` (the number of outputs)."""
+    found = _FAMILY_HEADS[kind].get(cfg.arch)
+    if found is None:  # the official QA head is the electra family's only
+        raise ElectraError(
+            f"model.arch={cfg.arch}: the official XLNet-style QA head is the electra family's "
+            "only; fine-tune with --qa-head linear"
+        )
+    return found(cfg, *args)
