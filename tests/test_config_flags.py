@@ -19,8 +19,8 @@ from electra.config import (
     TrainConfig,
 )
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
 from electra.model_config import ModernConfig
+from electra.finetuning.config import FinetuneConfig
 from electra.overrides import field_docs
 from electra.tasks.settings import FAMILIES, QaSettings
 
