@@ -46,6 +46,8 @@ def _glorot(*layers: nn.Linear) -> None:
 class _LinearHead(nn.Module):
     """The encoder, then dropout and one linear layer (the paper's classification and tagging head)."""
 
+    base_model_prefix = "electra"  # the encoder's attribute (electra.model.registry.encoder_of)
+
     def __init__(self, cfg: ModelConfig, num_labels: int):
         super().__init__()
         self.config = cfg
@@ -88,6 +90,8 @@ class ElectraForQuestionAnswering(nn.Module):
     first matrix is applied to the two halves separately, so scoring k starts against T positions
     costs k + T projections rather than k * T.
     """
+
+    base_model_prefix = "electra"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -165,6 +169,8 @@ class ElectraForSpanQuestionAnswering(nn.Module):
     0 ([CLS]), and decoding skips positions outside the context.
     """
 
+    base_model_prefix = "electra"
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.config = cfg
@@ -203,6 +209,8 @@ class ElectraClassificationHead(nn.Module):
 class ElectraForSequenceClassificationHF(nn.Module):
     """The encoder and HF's two-layer classification head, with the weights' names of
     `transformers`' `ElectraForSequenceClassification`, and the inputs of ours."""
+
+    base_model_prefix = "electra"
 
     def __init__(self, cfg: ModelConfig, num_labels: int, classifier_dropout: float | None = None):
         super().__init__()
