@@ -11,7 +11,9 @@ A fine-tuned model (`electra.hf.finetuned`) goes to `AutoModelForSequenceClassif
 paper's one-layer classifier is rewritten exactly into HF's two-layer head
 (`electra.hf.head_rewrite`, docs/huggingface.md), and the XLNet-style QA head is refused. The
 exported config keeps the fine-tuning dropout (HF's `classifier_dropout` unset, so the hidden
-dropout), the rate our head was trained with.
+dropout), the rate our head was trained with. The modern family's heads are HF's own
+(`electra.model.modern_heads`): their weights go as they are, the config with the 5.x keys,
+`classifier_pooling` and the special tokens, the tokenizer without `token_type_ids`.
 """
 
 from __future__ import annotations
