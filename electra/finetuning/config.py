@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from electra.config import ModelConfig, OptimConfig, RuntimeConfig
+from electra.config import OptimConfig, RuntimeConfig
 from electra.errors import ElectraError
+from electra.model_config import AnyModelConfig
 from electra.overrides import none_for_unset, unknown_key, with_values
 from electra.tasks.settings import (
     FAMILIES,
@@ -34,7 +35,7 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     batch_size: int = 32  # examples per step
     epochs: int | None = None  # unset: 3; RTE and STS-B 10; SQuAD 2
     max_seq_len: int | None = None  # unset: 128; SQuAD 512
-    dropout: float = 0.1  # the encoder's and the head's
+    dropout: float = 0.1  # the encoder's and the head's (electra.finetuning.run.with_dropout)
     # The official code sums per-example losses over the batch (then clips at 1.0); "mean" averages.
     loss_reduction: str = "sum"
     double_unordered: bool = False  # add swapped copies of MRPC and STS-B training pairs
@@ -135,8 +136,9 @@ _FINETUNE_MINIMA = {
 }
 
 
-def model_size(model: ModelConfig) -> str:
-    """The paper's size class of an encoder, which sets its fine-tuning LR and layer decay."""
+def model_size(model: AnyModelConfig) -> str:
+    """The paper's size class of an encoder, which sets its fine-tuning LR and layer decay: by
+    width, in either family (modern-small's 256 is small, ModernBERT-base's 768 base)."""
     if model.hidden_size >= 1024:
         return "large"
     return "base" if model.hidden_size >= 512 else "small"
@@ -147,9 +149,10 @@ LAYERWISE_DECAY = {"small": 0.8, "base": 0.8, "large": 0.9}
 
 
 def resolve_recipe(
-    cfg: FinetuneConfig, model: ModelConfig, epochs: int, max_seq_len: int
+    cfg: FinetuneConfig, model: AnyModelConfig, epochs: int, max_seq_len: int
 ) -> FinetuneConfig:
-    """Fills the unset (None) fields from the model's size and the task's defaults."""
+    """Fills the unset (None) fields from the model's size and the task's defaults (the length
+    at most the model's positions: 512 for electra's presets, 8192 for the modern family's)."""
     size = model_size(model)
     return replace(
         cfg,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,6 @@ from electra.atomic import (
     temporary_dir,
     write_json_atomic,
 )
-from electra.config import ModelConfig
 from electra.engine.graphs import check_graphable
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
@@ -45,6 +45,7 @@ from electra.finetuning.results import (
 from electra.hf.finetuned import FINETUNE_FILE, save_finetuned
 from electra.hf.from_transformers import load_encoder
 from electra.jsonl import read_jsonl, write_jsonl
+from electra.model_config import AnyModelConfig
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
 from electra.tasks.splits import DataSource, SplitFiles
@@ -71,7 +72,7 @@ class _Job:
 
     task: Task
     cfg: FinetuneConfig
-    model_cfg: ModelConfig
+    model_cfg: AnyModelConfig
     encoder_state: dict
     tokenizer: tokenizers.Tokenizer
     source: Path
@@ -142,9 +143,8 @@ def _finetune_job(
     task = get_task(task_name, cfg)
     model_cfg, encoder_state, tokenizer, source = load_encoder(model_path)
     cfg = resolve_recipe(cfg, model_cfg, task.epochs, task.max_seq_len)
-    model_cfg = replace(
-        model_cfg, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout
-    )
+    model_cfg = with_dropout(model_cfg, cfg.dropout)
+    check_head(task, model_cfg)
     runtime = Runtime.from_config(cfg)
     check_graphable(cfg, runtime.device)
 
@@ -188,6 +188,29 @@ def _finetune_job(
         trained_on=trained,
         held_out=held_out,
     )
+
+
+def with_dropout(model_cfg: AnyModelConfig, dropout: float) -> AnyModelConfig:
+    """The encoder's config with the recipe's `dropout` everywhere it drops: the electra family's
+    hidden and attention dropout (BERT's hidden dropout is also its embeddings' and the head's);
+    the modern family's counterparts of those four, so that --dropout means the same on both:
+    embedding_dropout, attention_dropout (its probabilities and output), mlp_dropout (the hidden
+    dropout inside each layer) and classifier_dropout (before the head's last layer)."""
+    if model_cfg.arch == "electra":
+        return replace(model_cfg, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    names = ("embedding_dropout", "attention_dropout", "mlp_dropout", "classifier_dropout")
+    return replace(model_cfg, **dict.fromkeys(names, dropout))
+
+
+def check_head(task: Task, model_cfg: AnyModelConfig) -> None:
+    """Refuses, before any data is read or anything written, a head the encoder's family has not
+    (the official QA head on the modern family): the head is built once on the meta device, which
+    costs nothing and draws no random numbers. The electra family has every head."""
+    if model_cfg.arch != "electra":
+        # Not fitted yet, a task may have no labels: its classifier has no outputs, a warning.
+        with torch.device("meta"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            task.build_model(model_cfg)
 
 
 def data_files(files: SplitFiles, splits: list[str]) -> dict[str, str]:
@@ -289,7 +312,8 @@ def _train_seed(job: _Job, seed: int, seed_dir: Path) -> tuple[dict, list[dict]]
     model = task.build_model(job.model_cfg)
     if not cfg.random_init:
         missing, unexpected = model.load_state_dict(job.encoder_state, strict=False)
-        assert not unexpected and all(not k.startswith("electra.") for k in missing)
+        prefix = f"{model.base_model_prefix}."  # every encoder weight loads; the head is new
+        assert not unexpected and all(not k.startswith(prefix) for k in missing)
     model = runtime.prepare(model)
     losses = train_model(task, model, job.train_data, cfg, runtime, seed)
     scores, predictions = evaluate_sets(task, model, job.dev, job.dev_data, runtime)

@@ -25,7 +25,7 @@ def model_card(source: Path, task, info: dict, config: dict, cfg) -> str:
         f"tags: [{family.model_type}]",
         "---",
         "",
-        f"# ELECTRA fine-tuned for {task.name}",
+        f"# {_title(config)} fine-tuned for {task.name}",
         "",
         f"- **Task:** {task.name} ({config.get('problem_type') or task.family}), "
         f"`{arch}` in `transformers`",
@@ -70,7 +70,16 @@ def _data_line(source: Path, info: dict) -> str:
     return f"`{data}`"
 
 
+def _title(config: dict) -> str:
+    """What the encoder is: ELECTRA, or ELECTRA's discriminator on the ModernBERT architecture."""
+    if config["model_type"] == "modernbert":
+        return "ELECTRA (replaced token detection) on the ModernBERT architecture,"
+    return "ELECTRA"
+
+
 def _head_note(pipeline: str, config: dict) -> list[str]:
+    if config["model_type"] == "modernbert":
+        return _modern_head_note(pipeline, config)
     if pipeline == "text-classification":
         note = (
             "The model was fine-tuned with the paper's one-layer head (a linear layer on the "
@@ -97,6 +106,24 @@ def _head_note(pipeline: str, config: dict) -> list[str]:
     if pipeline == "question-answering":
         return ["Fine-tuned with the linear start/end head (`--qa-head linear`), HF's own.", ""]
     return []
+
+
+def _modern_head_note(pipeline: str, config: dict) -> list[str]:
+    """The modern family's heads are HF's own (dense -> act -> norm -> linear), trained as they
+    are shipped: no rewrite to describe."""
+    note = (
+        "The model was fine-tuned with the head it is shipped with, HF's own "
+        f"(`{config['architectures'][0]}`: dense, activation, norm, then the linear layer), so "
+        "the logits are the fine-tuned model's and further training starts where it stopped."
+    )
+    if pipeline == "text-classification":
+        note += f" Pooling: `{config.get('classifier_pooling', 'cls')}`."
+        if config.get("problem_type") == "regression":
+            note += " The logit is the predicted value itself, on the labels' scale."
+    if pipeline == "question-answering":
+        note += " The linear start/end head (`--qa-head linear`)."
+    note += " The tokenizer gives no `token_type_ids`: the architecture has no segments."
+    return [note, ""]
 
 
 def _run_results(source: Path) -> dict | None:

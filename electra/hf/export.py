@@ -11,7 +11,9 @@ A fine-tuned model (`electra.hf.finetuned`) goes to `AutoModelForSequenceClassif
 paper's one-layer classifier is rewritten exactly into HF's two-layer head
 (`electra.hf.head_rewrite`, docs/huggingface.md), and the XLNet-style QA head is refused. The
 exported config keeps the fine-tuning dropout (HF's `classifier_dropout` unset, so the hidden
-dropout), the rate our head was trained with.
+dropout), the rate our head was trained with. The modern family's heads are HF's own
+(`electra.model.modern_heads`): their weights go as they are, the config with the 5.x keys,
+`classifier_pooling` and the special tokens, the tokenizer without `token_type_ids`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from electra.data.tokenizer import load_tokenizer, special_ids
 from electra.engine.checkpoint import PREFIX, checkpoint_dirs
 from electra.errors import ElectraError
 from electra.hf.cards import model_card
-from electra.hf.families import ELECTRA, TaskHead, family_for
+from electra.hf.families import FAMILIES, TaskHead, family_for
 from electra.hf.finetuned import finetuned_dir, is_finetuned, load_finetuned, read_finetune_info
 from electra.hf.head_rewrite import exact_classification_head
 from electra.hf.pretrained import (
@@ -119,7 +121,11 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
     task, model, tokenizer, cfg = load_finetuned(source)
     model.eval()
     head, state = hf_head_state(task, model, source)
-    config = ELECTRA.config_json(head.hf_class, model.config, **hf_label_config(task, head))
+    family = family_for(model.config)
+    extra = hf_label_config(task, head)
+    if hasattr(model, "pooling"):  # a modern sequence classifier's: HF's classifier_pooling
+        extra["classifier_pooling"] = model.pooling
+    config = family.config_json(head.hf_class, model.config, tokenizer, **extra)
     info = read_finetune_info(source)
     with atomic_dir(out, tag="export-tmp") as tmp:
         write_model_files(tmp, config, state, tokenizer)
@@ -132,14 +138,15 @@ def limit_length(tokenizer_config: Path, max_len: int) -> None:
     """Sets the tokenizer's `model_max_length` to the fine-tuning length, so that a pipeline
     called with `truncation=True` cuts long inputs where `electra predict` does (longest first)."""
     config = json.loads(tokenizer_config.read_text(encoding="utf-8"))
-    write_json_atomic(tokenizer_config, {**config, "model_max_length": max_len})
+    config["model_max_length"] = max_len
+    write_json_atomic(tokenizer_config, config)
 
 
 def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[str, torch.Tensor]]:
     """The `transformers` head that the model exports to and the weights under its names: the
     encoder's as they are, the head's as HF's class holds them."""
     name = type(model).__name__
-    head = ELECTRA.exported_head(name)
+    head = FAMILIES[model.config.arch].exported_head(name)
     if head is None:
         raise ElectraError(
             f"{source}: the official XLNet-style QA head has no Hugging Face class; fine-tune "
@@ -150,6 +157,12 @@ def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[
     state = {
         k: v.detach().cpu().float().clone().contiguous() for k, v in model.state_dict().items()
     }
+    if model.config.arch == "modernbert":  # HF's own head: the keys are already its
+        if task.regression:  # HF's logit is then the value itself (see below)
+            factor = float(task.value_scale)
+            state["classifier.weight"] *= factor
+            state["classifier.bias"] *= factor
+        return head, state
     if head.pipeline == "text-classification":  # our one linear layer, HF's two
         weight, bias = state.pop("classifier.weight"), state.pop("classifier.bias")
         if task.regression:  # HF's logit is then the value itself

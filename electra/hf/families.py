@@ -52,7 +52,8 @@ class Family:
     token_types: bool = True
     # config.json keys computed from the model's config (other `transformers` versions' names).
     derived_keys: Callable[[Any], dict[str, Any]] | None = None
-    # The special-token id keys of HF's config, by the token that gives each id.
+    # The special-token id keys of HF's config, by the role of the token that gives each id
+    # (`electra.data.tokenizer.SpecialIds`' fields).
     token_id_keys: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -78,11 +79,14 @@ class Family:
         """A `config.json` as `transformers` writes it for `architecture`: the family's fields,
         the model's (a dataclass, its field names HF's; our `arch` is no HF key), the keys of
         other `transformers` versions (`derived_keys`), the special-token ids of `tokenizer`
-        (a `tokenizers.Tokenizer`; None where it lacks the token), then `extra` (labels)."""
+        (a `tokenizers.Tokenizer`), then `extra` (labels)."""
         fields = {k: v for k, v in asdict(model_config).items() if k != "arch"}
         ids = {}
-        if tokenizer is not None:
-            ids = {key: tokenizer.token_to_id(token) for key, token in self.token_id_keys}
+        if tokenizer is not None and self.token_id_keys:
+            from electra.data.tokenizer import special_ids
+
+            special = special_ids(tokenizer)
+            ids = {key: getattr(special, role) for key, role in self.token_id_keys}
         return {
             "architectures": [architecture],
             "model_type": self.model_type,
@@ -192,10 +196,10 @@ MODERNBERT = Family(
     derived_keys=modernbert_5x_keys,
     # ModernBERT's bos/eos are its [CLS]/[SEP] (HF's defaults 50281/50282 are those tokens).
     token_id_keys=(
-        ("bos_token_id", "[CLS]"),
-        ("eos_token_id", "[SEP]"),
-        ("cls_token_id", "[CLS]"),
-        ("sep_token_id", "[SEP]"),
+        ("bos_token_id", "cls"),
+        ("eos_token_id", "sep"),
+        ("cls_token_id", "cls"),
+        ("sep_token_id", "sep"),
     ),
 )
 

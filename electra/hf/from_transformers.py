@@ -11,7 +11,10 @@
   single-label, multi-label or regression by `problem_type` and `num_labels`), tagger
   (`ElectraForTokenClassification`) or QA (`ElectraForQuestionAnswering`) folder run as it is by
   `electra predict` and `electra evaluate`, with the task its `config.json` describes (labels from
-  `id2label`) and a model computing HF's logits; the weights load by name.
+  `id2label`) and a model computing HF's logits; the weights load by name. The modern family's
+  `ModernBertForSequenceClassification` (its `classifier_pooling` too),
+  `ModernBertForTokenClassification` and `ModernBertForQuestionAnswering` run alike
+  (`electra.model.modern_heads`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import tokenizers
 import torch
 from torch import nn
 
-from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.hf.families import ELECTRA, FAMILIES, family_for
@@ -44,9 +46,9 @@ from electra.hf.pretrained import (
 from electra.model import registry
 from electra.model.heads import (
     ElectraForSequenceClassificationHF,
-    ElectraForSpanQuestionAnswering,
-    ElectraForTokenClassification,
+    build_head,
 )
+from electra.model.modern_heads import ModernBertForSequenceClassification
 from electra.model.registry import encoder_of
 from electra.model_config import AnyModelConfig
 from electra.tasks.base import Task
@@ -56,8 +58,8 @@ from electra.tasks.qa import QaTask
 from electra.tasks.settings import QaSettings
 from electra.tasks.tagging import TAG, TaggingTask
 
-# The HF classes that `electra predict` and `evaluate` run as they are.
-TASK_HEADS = ELECTRA.task_heads
+# The HF classes that `electra predict` and `evaluate` run as they are, of every family.
+TASK_HEADS = tuple(name for family in FAMILIES.values() for name in family.task_heads)
 # The HF classes whose encoder `electra finetune` takes, and the head each leaves behind (and our
 # heads' classes, so that every fine-tuned folder of ours is taken too).
 ENCODER_SOURCES = {
@@ -136,8 +138,9 @@ def is_hf_task_dir(path: Path) -> bool:
     if not is_model_dir(path):
         return False
     raw = _config(path)
+    model_type = raw.get("model_type", ELECTRA.model_type)
     arch = (raw.get("architectures") or [ELECTRA.discriminator])[0]
-    if raw.get("model_type", ELECTRA.model_type) == ELECTRA.model_type and arch not in TASK_HEADS:
+    if model_type in FAMILIES and arch not in TASK_HEADS:
         raise ElectraError(
             f"{path} holds an {arch}, not a fine-tuned model: fine-tune it with `electra "
             "finetune`, or pass a finetune --out folder, one of its seed folders, or a Hugging "
@@ -156,7 +159,8 @@ def load_hf_finetuned(
     raw = _config(path)
     arch, model_cfg = read_model_config(path, TASK_HEADS)
     tokenizer = model_tokenizer(path, model_cfg)
-    qa = QaSettings(qa_head="linear" if arch == "ElectraForQuestionAnswering" else "official")
+    pipeline = FAMILIES[model_cfg.arch].task_head(arch).pipeline
+    qa = QaSettings(qa_head="linear" if pipeline == "question-answering" else "official")
     cfg = FinetuneConfig(max_seq_len=_max_length(path, model_cfg), qa=qa)
     state = read_state_dict(path)
     if arch == "ElectraForSequenceClassification" and "classifier.weight" in state:
@@ -164,12 +168,12 @@ def load_hf_finetuned(
             f"{path} holds electra's one-layer classifier but no finetune.json: use the seed "
             "folder it came from, or `electra export` that one for Hugging Face"
         )
-    if arch == "ElectraForSequenceClassification":
+    if pipeline == "text-classification":
         task, model = _classifier(raw, model_cfg, cfg, path)
-    elif arch == "ElectraForTokenClassification":
+    elif pipeline == "token-classification":
         tags = _labels(raw, path)
         _check_tags(tags, path)
-        task, model = TaggingTask(tags=tags), ElectraForTokenClassification(model_cfg, len(tags))
+        task, model = TaggingTask(tags=tags), build_head("token", model_cfg, len(tags))
     else:
         if _num_labels(raw) != 2:
             raise ElectraError(
@@ -180,16 +184,17 @@ def load_hf_finetuned(
         # SQuAD 2.0; the record's null_score lets a caller draw its own line.
         head = {"qa_head": "linear", "version": "2.0"}
         task = QaTask(cfg.qa).with_head_config(head)
-        model = ElectraForSpanQuestionAnswering(model_cfg)
+        model = build_head("span_qa", model_cfg)
     load_strict(model, fit_state_dict(state, model, path), path)
     return task, model, tokenizer, cfg
 
 
 def _classifier(
-    raw: dict, model_cfg: ModelConfig, cfg: FinetuneConfig, path: Path
+    raw: dict, model_cfg: AnyModelConfig, cfg: FinetuneConfig, path: Path
 ) -> tuple[Task, nn.Module]:
     """The task of a sequence classifier, by `problem_type` (unset: regression for one label,
-    as HF's own loss decides), and HF's two-layer head."""
+    as HF's own loss decides), and HF's head: electra's two-layer one, or the modern family's
+    (`electra.model.modern_heads`, with the config's `classifier_pooling`)."""
     n = _num_labels(raw)
     kind = raw.get("problem_type") or ("regression" if n == 1 else PROBLEM_TYPES[0])
     if kind not in PROBLEM_TYPES:
@@ -210,6 +215,9 @@ def _classifier(
         task = kinds[kind](cfg.classification).with_head_config(
             {"labels": list(_labels(raw, path))}
         )
+    if model_cfg.arch == "modernbert":  # HF's own head, pooling as its config says
+        pooling = raw.get("classifier_pooling", "cls")
+        return task, ModernBertForSequenceClassification(model_cfg, n, pooling)
     return task, ElectraForSequenceClassificationHF(model_cfg, n, raw.get("classifier_dropout"))
 
 
@@ -253,7 +261,7 @@ def _check_tags(tags: tuple[str, ...], path: Path) -> None:
         )
 
 
-def _max_length(path: Path, cfg: ModelConfig) -> int:
+def _max_length(path: Path, cfg: AnyModelConfig) -> int:
     """The tokenizer's `model_max_length` (what HF's pipeline truncates to), at most the model's
     positions, which are the length where there is none (or the "no limit" placeholder)."""
     try:

@@ -14,6 +14,9 @@ Hugging Face where a counterpart exists so the encoder's weights load by name.
   (`classifier.dense`, exact GELU, `classifier.out_proj`), under HF's names: it runs a classifier
   folder saved by `transformers` (`electra.hf.from_transformers`); fine-tuning trains the paper's head.
 
+The modern family's heads are `electra.model.modern_heads`'; `build_head` picks a task's head by
+the encoder's family.
+
 Head layers take TF's default Glorot-uniform init, as in the official code, except the linear QA
 head's, which takes BERT's run_squad init (normal, std initializer_range; HF's is the same).
 """
@@ -25,7 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig
+from electra.errors import ElectraError
+from electra.model import modern_heads
 from electra.model.electra import ElectraModel, activation, init_weights
+from electra.model_config import AnyModelConfig
 
 QA_HIDDEN = 512  # width of the official QA head's hidden layers ("qa_hidden")
 MASKED_LOGIT = -1000.0  # the official code's penalty outside the answer mask
@@ -39,6 +45,8 @@ def _glorot(*layers: nn.Linear) -> None:
 
 class _LinearHead(nn.Module):
     """The encoder, then dropout and one linear layer (the paper's classification and tagging head)."""
+
+    base_model_prefix = "electra"  # the encoder's attribute (electra.model.registry.encoder_of)
 
     def __init__(self, cfg: ModelConfig, num_labels: int):
         super().__init__()
@@ -82,6 +90,8 @@ class ElectraForQuestionAnswering(nn.Module):
     first matrix is applied to the two halves separately, so scoring k starts against T positions
     costs k + T projections rather than k * T.
     """
+
+    base_model_prefix = "electra"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -159,6 +169,8 @@ class ElectraForSpanQuestionAnswering(nn.Module):
     0 ([CLS]), and decoding skips positions outside the context.
     """
 
+    base_model_prefix = "electra"
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.config = cfg
@@ -198,6 +210,8 @@ class ElectraForSequenceClassificationHF(nn.Module):
     """The encoder and HF's two-layer classification head, with the weights' names of
     `transformers`' `ElectraForSequenceClassification`, and the inputs of ours."""
 
+    base_model_prefix = "electra"
+
     def __init__(self, cfg: ModelConfig, num_labels: int, classifier_dropout: float | None = None):
         super().__init__()
         self.config = cfg
@@ -223,4 +237,36 @@ HEADS = (
     "ElectraForTokenClassification",
     "ElectraForQuestionAnswering",
     "ElectraForSpanQuestionAnswering",
+    "ModernBertForSequenceClassification",
+    "ModernBertForTokenClassification",
+    "ModernBertForQuestionAnswering",
 )
+
+# Each kind of task head, by family (`model.arch`): what the tasks' `build_model` builds.
+_FAMILY_HEADS: dict[str, dict[str, type[nn.Module]]] = {
+    "sequence": {
+        "electra": ElectraForSequenceClassification,
+        "modernbert": modern_heads.ModernBertForSequenceClassification,
+    },
+    "token": {
+        "electra": ElectraForTokenClassification,
+        "modernbert": modern_heads.ModernBertForTokenClassification,
+    },
+    "span_qa": {
+        "electra": ElectraForSpanQuestionAnswering,
+        "modernbert": modern_heads.ModernBertForQuestionAnswering,
+    },
+    "official_qa": {"electra": ElectraForQuestionAnswering},
+}
+
+
+def build_head(kind: str, cfg: AnyModelConfig, *args) -> nn.Module:
+    """The `kind` head ("sequence", "token", "span_qa", "official_qa") of the family `cfg.arch`
+    names, built with `args` (the number of outputs)."""
+    found = _FAMILY_HEADS[kind].get(cfg.arch)
+    if found is None:  # the official QA head is the electra family's only
+        raise ElectraError(
+            f"model.arch={cfg.arch}: the official XLNet-style QA head is the electra family's "
+            "only; fine-tune with --qa-head linear"
+        )
+    return found(cfg, *args)

@@ -19,9 +19,9 @@ import tokenizers
 import torch
 from torch import nn
 
-from electra.config import ModelConfig
 from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
+from electra.model_config import AnyModelConfig
 from electra.tasks.splits import DataSource, SplitFiles, given_file, resolve
 
 Batch = dict[str, torch.Tensor]
@@ -111,7 +111,8 @@ class Task:
     ) -> Encoded:
         raise NotImplementedError
 
-    def build_model(self, cfg: ModelConfig) -> nn.Module:
+    def build_model(self, cfg: AnyModelConfig) -> nn.Module:
+        """The task's head on an encoder of the family `cfg.arch` names."""
         raise NotImplementedError
 
     def losses(self, model: nn.Module, batch: Batch) -> torch.Tensor:

@@ -29,12 +29,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import electra.tasks.metrics as metrics
-from electra.config import ModelConfig
 from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.model.heads import ElectraForSequenceClassification
+from electra.model.heads import build_head
+from electra.model_config import AnyModelConfig
 from electra.tasks.base import Encoded, Task, pack, to_tensors, token_ids
 from electra.tasks.settings import ClassificationSettings
 from electra.tasks.splits import SPLITS
@@ -247,8 +248,9 @@ class ClassificationTask(Task):
         """The training targets: each example's class index."""
         return torch.tensor([self.labels.index(e.label) for e in examples])
 
-    def build_model(self, cfg: ModelConfig) -> ElectraForSequenceClassification:
-        return ElectraForSequenceClassification(cfg, len(self.labels))
+    def build_model(self, cfg: AnyModelConfig) -> nn.Module:
+        """The [CLS] head of the encoder's family (`electra.model.heads.build_head`)."""
+        return build_head("sequence", cfg, len(self.labels))
 
     def training_logits(self, model, batch) -> torch.Tensor:
         """The head's logits [B, outputs] for a training batch, packed (electra.finetuning.packing)
@@ -362,8 +364,8 @@ class RegressionTask(ClassificationTask):
         """The target divided by `value_scale` (§5: STS-B's score / 5)."""
         return torch.tensor([e.label / self.value_scale for e in examples])
 
-    def build_model(self, cfg: ModelConfig) -> ElectraForSequenceClassification:
-        return ElectraForSequenceClassification(cfg, 1)
+    def build_model(self, cfg: AnyModelConfig) -> nn.Module:
+        return build_head("sequence", cfg, 1)
 
     def losses(self, model, batch) -> torch.Tensor:
         logits = self.training_logits(model, batch)

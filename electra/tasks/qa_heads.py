@@ -19,9 +19,10 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from electra.config import ModelConfig
-from electra.model.heads import ElectraForQuestionAnswering, ElectraForSpanQuestionAnswering
+from electra.model.heads import build_head
+from electra.model_config import AnyModelConfig
 from electra.tasks.base import Batch
 
 ANSWERABILITY_WEIGHT = 0.5
@@ -39,8 +40,9 @@ class OfficialHead:
     def __init__(self, n_best: int):
         self.n_best = n_best
 
-    def build_model(self, cfg: ModelConfig) -> ElectraForQuestionAnswering:
-        return ElectraForQuestionAnswering(cfg)
+    def build_model(self, cfg: AnyModelConfig) -> nn.Module:
+        """`ElectraForQuestionAnswering`; the electra family's only (refused on another)."""
+        return build_head("official_qa", cfg)
 
     def losses(self, model, batch: Batch) -> torch.Tensor:
         out = model(
@@ -91,8 +93,9 @@ class LinearHead:
     def __init__(self, n_best: int):
         self.n_best = n_best
 
-    def build_model(self, cfg: ModelConfig) -> ElectraForSpanQuestionAnswering:
-        return ElectraForSpanQuestionAnswering(cfg)
+    def build_model(self, cfg: AnyModelConfig) -> nn.Module:
+        """The span head of the encoder's family (`electra.model.heads.build_head`)."""
+        return build_head("span_qa", cfg)
 
     def losses(self, model, batch: Batch) -> torch.Tensor:
         """HF's loss, per example: the mean of the start and end cross-entropies."""

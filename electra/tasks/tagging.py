@@ -34,11 +34,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import electra.tasks.metrics as metrics
 from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.model.heads import ElectraForTokenClassification
+from electra.model.heads import build_head
 from electra.tasks.base import Encoded, Task
 from electra.tasks.settings import TaggingSettings
 
@@ -264,8 +265,9 @@ class TaggingTask(Task):
             tensors["labels"] = labels
         return Encoded(tensors, {"first_tokens": first_tokens, "first_words": first_words})
 
-    def build_model(self, cfg) -> ElectraForTokenClassification:
-        return ElectraForTokenClassification(cfg, len(self.labels))
+    def build_model(self, cfg) -> nn.Module:
+        """The token head of the encoder's family (`electra.model.heads.build_head`)."""
+        return build_head("token", cfg, len(self.labels))
 
     def losses(self, model, batch) -> torch.Tensor:
         logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])

@@ -1,0 +1,430 @@
+"""Fine-tuning the modern family (issue 38 item 4): its heads (electra.model.modern_heads) are
+transformers' ModernBertFor{Sequence,Token}Classification / ForQuestionAnswering, key for key and
+output for output (fp32, padded batch, sdpa and eager); `electra finetune` trains each task kind
+on a tiny modern model folder (classification, multilabel, regression, tagging, linear QA) and
+refuses the official QA head in one line; `electra export` writes folders that transformers'
+Auto classes load with no missing or unexpected weights, whose logits and `pipeline()` answers
+are `electra predict`'s, and which `electra predict` runs as they are."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from electra.finetuning.config import FinetuneConfig
+from electra.finetuning.loop import layerwise_groups
+from electra.hf.finetuned import load_finetuned
+from electra.hf.pretrained import save_pretrained
+from electra.model.modern_heads import (
+    ModernBertForQuestionAnswering,
+    ModernBertForSequenceClassification,
+    ModernBertForTokenClassification,
+)
+from electra.model.modernbert import ModernBertForPreTraining, ModernConfig
+
+from .conftest import (
+    CONTEXT,
+    assert_one_line_error,
+    finetune_cli,
+    qa,
+    run_cli,
+    sentence,
+    squad_file,
+    write_csv,
+)
+from .test_modernbert import LENGTH, TINY, bigger_weights, hf_config, padded_batch
+
+transformers = pytest.importorskip("transformers")
+
+OURS = {
+    "ModernBertForSequenceClassification": lambda cfg, **kw: ModernBertForSequenceClassification(
+        cfg, 3, **kw
+    ),
+    "ModernBertForTokenClassification": lambda cfg: ModernBertForTokenClassification(cfg, 3),
+    "ModernBertForQuestionAnswering": ModernBertForQuestionAnswering,
+}
+AUTO = {
+    "ModernBertForSequenceClassification": "AutoModelForSequenceClassification",
+    "ModernBertForTokenClassification": "AutoModelForTokenClassification",
+    "ModernBertForQuestionAnswering": "AutoModelForQuestionAnswering",
+}
+
+
+# --- the heads against transformers ------------------------------------------------------------
+
+
+def hf_head(kind: str, attn: str, **settings):
+    config = hf_config(TINY, attn)
+    config.num_labels = 2 if kind == "ModernBertForQuestionAnswering" else 3
+    for key, value in settings.items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model = getattr(transformers, kind)(config)
+    if model.config._attn_implementation != attn:
+        pytest.skip(f"transformers ran {model.config._attn_implementation!r}, not {attn!r}")
+    bigger_weights(model)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kind", list(OURS))
+def test_head_state_dict_keys_are_hf_keys(kind):
+    assert set(OURS[kind](TINY).state_dict()) == set(hf_head(kind, "sdpa").state_dict())
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize(
+    "kind,pooling",
+    [
+        ("ModernBertForSequenceClassification", "cls"),
+        ("ModernBertForSequenceClassification", "mean"),
+        ("ModernBertForTokenClassification", None),
+        ("ModernBertForQuestionAnswering", None),
+    ],
+)
+def test_head_outputs_equal_hf_on_a_padded_batch(kind, pooling, attn):
+    settings = {"classifier_pooling": pooling} if pooling else {}
+    hf = hf_head(kind, attn, **settings)
+    ours = OURS[kind](TINY, **({"pooling": pooling} if pooling else {})).eval()
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    ids, mask = padded_batch()
+    real = mask.bool()
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask)
+        mine = ours(ids, torch.zeros_like(ids), mask)
+    if kind == "ModernBertForQuestionAnswering":
+        for name in ("start_logits", "end_logits"):
+            assert mine[name].shape == (2, LENGTH)
+            torch.testing.assert_close(
+                mine[name][real], getattr(theirs, name)[real], rtol=0, atol=1e-5
+            )
+    elif kind == "ModernBertForTokenClassification":
+        assert mine.shape == (2, LENGTH, 3)
+        torch.testing.assert_close(mine[real], theirs.logits[real], rtol=0, atol=1e-5)
+    else:
+        assert mine.shape == (2, 3)
+        torch.testing.assert_close(mine, theirs.logits, rtol=0, atol=1e-5)
+
+
+def test_mean_pooling_reads_only_real_tokens():
+    torch.manual_seed(0)
+    model = ModernBertForSequenceClassification(TINY, 2, pooling="mean").eval()
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        alone = model(ids[1:, :7], None, mask[1:, :7])
+        padded = model(ids, None, mask)[1:]
+    torch.testing.assert_close(alone, padded, rtol=0, atol=1e-5)
+
+
+def test_layerwise_groups_give_every_modern_weight_its_depth():
+    cfg = FinetuneConfig(layerwise_lr_decay=0.5, weight_decay=0.01)
+    model = ModernBertForTokenClassification(TINY, 3)
+    groups = layerwise_groups(model, cfg)
+    scale = {id(p): g["lr_scale"] for g in groups for p in g["params"]}
+    decay = {id(p): g["weight_decay"] for g in groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    n = TINY.num_hidden_layers
+    assert len(scale) == len(named)
+    assert scale[id(named["model.embeddings.tok_embeddings.weight"])] == 0.5 ** (n + 1)
+    assert scale[id(named["model.layers.0.attn.Wqkv.weight"])] == 0.5**n
+    assert scale[id(named[f"model.layers.{n - 1}.mlp.Wo.weight"])] == 0.5
+    assert scale[id(named["model.final_norm.weight"])] == 0.5
+    assert scale[id(named["classifier.weight"])] == scale[id(named["head.dense.weight"])] == 1.0
+    assert decay[id(named["head.norm.weight"])] == decay[id(named["classifier.bias"])] == 0.0
+    assert decay[id(named["model.layers.1.attn_norm.weight"])] == 0.0
+    assert decay[id(named["model.layers.1.mlp.Wi.weight"])] == 0.01
+
+
+# --- fine-tuning, export, pipelines --------------------------------------------------------------
+
+FLAGS = ["--batch-size", "8", "--no-progress", "--lr", "3e-3", "--max-seq-len", "32"]
+FLAGS += ["--device", "cpu", "--precision", "fp32"]
+NAMES = ["John", "Mary", "Paris", "France"]
+TAGS = {"John": "B-PER", "Mary": "B-PER", "Paris": "B-LOC", "France": "B-LOC"}
+
+
+@pytest.fixture(scope="module")
+def modern_model(tmp_path_factory, task_tokenizer):
+    """A tiny random modern discriminator folder, as a modern pretraining run leaves one: windows
+    of 8 (4 each side), so local layers matter at fine-tuning's 32 tokens."""
+    out = tmp_path_factory.mktemp("modern") / "discriminator"
+    cfg = ModernConfig(
+        vocab_size=task_tokenizer.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=128,
+        pad_token_id=task_tokenizer.token_to_id("[PAD]"),
+        global_attn_every_n_layers=2,
+        local_attention=8,
+    )
+    torch.manual_seed(0)
+    save_pretrained(ModernBertForPreTraining(cfg), out, task_tokenizer)
+    return out
+
+
+def texts(n: int, offset: int = 0) -> list[str]:
+    return [f"{sentence(i + offset, 3 + i % 5)} {'good' if i % 2 else 'bad'}" for i in range(n)]
+
+
+def tagged(i: int) -> dict:
+    words = sentence(i, 4).split() + [NAMES[i % 4]] + sentence(i + 1, 2).split()
+    return {"tokens": words, "tags": [TAGS.get(w, "O") for w in words]}
+
+
+def write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def own_data(tmp_path_factory):
+    """Tiny files of each task kind: train (32 examples) and dev (12, other sentences)."""
+    root = tmp_path_factory.mktemp("modern_data")
+    for split, n, offset in (("train", 32, 0), ("dev", 12, 40)):
+        rows = texts(n, offset)
+        write_csv(
+            root / "classification" / f"{split}.csv",
+            ["text", "label"],
+            [[t, "pos" if t.endswith("good") else "neg"] for t in rows],
+        )
+        multi = [
+            [*(["pos"] if t.endswith("good") else []), *(["long"] if len(t.split()) > 5 else [])]
+            for t in rows
+        ]
+        write_jsonl(
+            root / "multilabel" / f"{split}.jsonl",
+            [{"text": t, "label": m} for t, m in zip(rows, multi, strict=True)],
+        )
+        write_jsonl(
+            root / "regression" / f"{split}.jsonl",
+            [{"text": t, "label": len(t.split())} for t in rows],
+        )
+        write_jsonl(root / "tagging" / f"{split}.jsonl", [tagged(i + offset) for i in range(n)])
+    questions = [
+        qa("q1", "where was the car ?", "Paris"),
+        qa("q2", "who sat on the mat ?", "Mary"),
+        qa("q3", "who went to the store ?", "John"),
+        qa("q4", "what is money ?", impossible=True),
+    ]
+    (root / "qa").mkdir()
+    squad_file(root / "qa" / "train.json", questions)
+    squad_file(root / "qa" / "dev.json", questions[::-1])
+    return root
+
+
+RECIPES = {
+    "classification": ["--epochs", "3"],
+    "multilabel": ["--epochs", "3"],
+    "regression": ["--epochs", "3"],
+    "tagging": ["--epochs", "6"],
+    "qa": ["--epochs", "20", "--qa-head", "linear", "--doc-stride", "8"],
+}
+
+
+@pytest.fixture(scope="module")
+def finetuned(modern_model, own_data, tmp_path_factory):
+    """{task: its finetune --out folder}, trained once per module on first use."""
+    runs: dict[str, object] = {}
+
+    def get(task: str, capsys):
+        if task not in runs:
+            out = tmp_path_factory.mktemp(f"ft_{task}") / "out"
+            code, _, err = finetune_cli(
+                capsys, modern_model, task, own_data / task, out, *FLAGS, *RECIPES[task]
+            )
+            assert code == 0, err
+            runs[task] = out
+        return runs[task]
+
+    return get
+
+
+def exported(capsys, model, out):
+    code, stdout, err = run_cli(capsys, "export", "--model", model, "--out", out)
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "modernbert"
+    auto = getattr(transformers, AUTO[config["architectures"][0]])
+    hf, info = auto.from_pretrained(out, output_loading_info=True, local_files_only=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out, local_files_only=True)
+    assert "token_type_ids" not in tokenizer("a text", "a pair")
+    assert hf.config.layer_types == [TINY.layer_type(i) for i in range(3)]
+    return hf.eval(), config
+
+
+def predicted(capsys, model, *inputs):
+    code, stdout, err = run_cli(capsys, "predict", "--model", model, *inputs)
+    assert code == 0, err
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def dev_texts(own_data, task):
+    path = own_data / task / "dev.jsonl"
+    return [json.loads(line)["text"] for line in path.read_text().splitlines()]
+
+
+def same_records(a: list[dict], b: list[dict]) -> None:
+    """Records equal but for float rounding (1e-4)."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True) or _close(x, y), (
+            x,
+            y,
+        )
+
+
+def _close(x, y) -> bool:
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        return len(x) == len(y) and all(_close(u, v) for u, v in zip(x, y, strict=True))
+    if isinstance(x, float):
+        return abs(x - y) <= 1e-4
+    return x == y
+
+
+def logits_agree(hf, ours_dir, texts_):
+    """The export's logits are the fine-tuned model's on a padded batch of `texts_`."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf.name_or_path, local_files_only=True)
+    batch = tokenizer(texts_, padding=True, return_tensors="pt")
+    _, ours, _, _ = load_finetuned(ours_dir)
+    with torch.no_grad():
+        theirs = hf(**batch).logits
+        mine = ours.eval()(batch["input_ids"], None, batch["attention_mask"])
+    if mine.dim() == 3:
+        real = batch["attention_mask"].bool()
+        theirs, mine = theirs[real], mine[real]
+    assert (theirs - mine).abs().max().item() <= 1e-4
+
+
+def test_classifier_exports_and_the_pipeline_agrees(finetuned, own_data, tmp_path, capsys):
+    model = finetuned("classification", capsys)
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["architectures"] == ["ModernBertForSequenceClassification"]
+    assert config["id2label"] == {"0": "neg", "1": "pos"} and config["label2id"]["pos"] == 1
+    assert config["problem_type"] == "single_label_classification"
+    assert config["classifier_pooling"] == "cls"
+    records = predicted(capsys, model, own_data / "classification" / "dev.csv")
+    texts_ = [r[0] for r in _csv_rows(own_data / "classification" / "dev.csv")]
+    logits_agree(hf, model, texts_)
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), device=-1)
+    for r, p in zip(records, pipe(texts_, truncation=True), strict=True):
+        assert p["label"] == r["label"] and p["score"] == pytest.approx(r["score"], abs=1e-4)
+    same_records(
+        records, predicted(capsys, tmp_path / "hf", own_data / "classification" / "dev.csv")
+    )
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert "ModernBERT architecture" in card and "pipeline_tag: text-classification" in card
+    assert "`neg`, `pos`" in card
+
+
+def _csv_rows(path):
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))[1:]
+
+
+def test_multilabel_exports_and_the_pipeline_agrees(finetuned, own_data, tmp_path, capsys):
+    model = finetuned("multilabel", capsys)
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["problem_type"] == "multi_label_classification"
+    assert set(config["label2id"]) == {"pos", "long"}
+    logits_agree(hf, model, dev_texts(own_data, "multilabel"))
+    dev = own_data / "multilabel" / "dev.jsonl"
+    records = predicted(capsys, model, dev)
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), device=-1)
+    answers = pipe(dev_texts(own_data, "multilabel"), truncation=True, top_k=None)
+    for r, p in zip(records, answers, strict=True):
+        assert {a["label"]: pytest.approx(a["score"], abs=1e-4) for a in p} == r["scores"]
+    same_records(records, predicted(capsys, tmp_path / "hf", dev))
+
+
+def test_regression_exports_its_value_as_the_logit(finetuned, own_data, tmp_path, capsys):
+    model = finetuned("regression", capsys)
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["problem_type"] == "regression" and config["num_labels"] == 1
+    dev = own_data / "regression" / "dev.jsonl"
+    records = predicted(capsys, model, dev)
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), device=-1)
+    for r, p in zip(records, pipe(dev_texts(own_data, "regression"), truncation=True), strict=True):
+        assert p["score"] == pytest.approx(r["value"], abs=1e-4)  # on the labels' scale
+    same_records(records, predicted(capsys, tmp_path / "hf", dev))
+
+
+def test_tagger_exports_and_grouped_entities_match(finetuned, own_data, tmp_path, capsys):
+    model = finetuned("tagging", capsys)
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    task, _, _, _ = load_finetuned(model)
+    assert config["architectures"] == ["ModernBertForTokenClassification"]
+    assert list(config["id2label"].values()) == list(task.labels) and "problem_type" not in config
+    dev = own_data / "tagging" / "dev.jsonl"
+    sentences = [" ".join(json.loads(line)["tokens"]) for line in dev.read_text().splitlines()]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", local_files_only=True)
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    _, ours, _, _ = load_finetuned(model)
+    with torch.no_grad():
+        theirs = hf(**batch).logits
+        mine = ours.eval()(batch["input_ids"], None, batch["attention_mask"])
+    real = batch["attention_mask"].bool()
+    assert (theirs - mine).abs()[real].max().item() <= 1e-4
+    records = predicted(capsys, model, dev)
+    pipe = transformers.pipeline(
+        "token-classification", model=str(tmp_path / "hf"), aggregation_strategy="first", device=-1
+    )
+    found = 0
+    for text, r in zip(sentences, records, strict=True):
+        groups = [(g["entity_group"], g["start"], g["end"]) for g in pipe(text)]
+        assert groups == [(e["entity"], e["start"], e["end"]) for e in r["entities"]], text
+        found += len(groups)
+    assert found, "no entity in the sentences compared"
+    same_records(records, predicted(capsys, tmp_path / "hf", dev))
+
+
+def test_linear_qa_head_exports_with_equal_logits(finetuned, own_data, tmp_path, capsys):
+    model = finetuned("qa", capsys)
+    hf, config = exported(capsys, model, tmp_path / "hf")
+    assert config["architectures"] == ["ModernBertForQuestionAnswering"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", local_files_only=True)
+    batch = tokenizer(["where was the car ?"], [CONTEXT[:60]], return_tensors="pt")
+    _, ours, _, _ = load_finetuned(model)
+    with torch.no_grad():
+        theirs = hf(**batch)
+        mine = ours.eval()(batch["input_ids"], None, batch["attention_mask"])
+    assert (theirs.start_logits - mine["start_logits"]).abs().max().item() <= 1e-4
+    assert (theirs.end_logits - mine["end_logits"]).abs().max().item() <= 1e-4
+    dev = own_data / "qa" / "dev.json"
+    records = predicted(capsys, model, dev)
+    # The HF folder keeps no recipe: its windows are the default stride's, not this run's 8, so
+    # the null scores (a minimum over windows) may differ; the answers do not.
+    as_hf = predicted(capsys, tmp_path / "hf", dev)
+    assert [(r["id"], r["answer"], r["start"]) for r in records] == [
+        (r["id"], r["answer"], r["start"]) for r in as_hf
+    ]
+    if "question-answering" not in transformers.pipelines.SUPPORTED_TASKS:
+        return  # transformers 5 has no question-answering pipeline
+    pipe = transformers.pipeline("question-answering", model=str(tmp_path / "hf"), device=-1)
+    record = next(r for r in records if r["id"] == "q1")
+    answer = pipe(question="where was the car ?", context=CONTEXT, max_answer_len=30)
+    assert (answer["answer"], answer["start"]) == (record["answer"], record["start"])
+
+
+def test_the_official_qa_head_is_refused_on_the_modern_family(
+    modern_model, own_data, tmp_path, capsys
+):
+    out = tmp_path / "out"
+    code, _, err = finetune_cli(capsys, modern_model, "qa", own_data / "qa", out, *FLAGS)
+    assert_one_line_error(code, err, "official", "--qa-head linear")
+    assert not out.exists()
+
+
+def test_the_dropout_flag_sets_every_modern_dropout(finetuned, capsys):
+    model = finetuned("classification", capsys)
+    seed = model / json.loads((model / "results.json").read_text())["best_seed_dir"]
+    saved = json.loads((seed / "config.json").read_text())
+    for name in ("embedding_dropout", "attention_dropout", "mlp_dropout", "classifier_dropout"):
+        assert saved[name] == 0.1
