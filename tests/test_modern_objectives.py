@@ -192,6 +192,32 @@ def test_a_narrow_generator_that_shares_the_table_is_refused(name, sharing):
     check_objective(modern_run(name=name, sharing="none", generator_hidden_fraction=0.25))
 
 
+def test_switching_an_electra_preset_to_modern_takes_a_full_width_generator(capsys):
+    """`--preset small --model.arch modernbert`: small's narrow generator cannot share the table,
+    so the unset generator shape becomes the modern presets' (said on stderr); one the user set
+    is kept, and then refused by the check."""
+    from electra.settings import resolve_run_settings, run_config
+
+    cfg, given = run_config("small", None, {"model.arch": "modernbert"})
+    run = resolve_run_settings(cfg, given)
+    assert (run.objective.generator_hidden_fraction, run.objective.generator_layers_fraction) == (
+        1.0,
+        1 / 3,
+    )
+    check_objective(run)
+    note = capsys.readouterr().err
+    assert "objective.generator_hidden_fraction=1 (the modern family" in note
+    assert "objective.generator_layers_fraction=0.3333" in note
+    mlm, given = run_config("small", None, {"model.arch": "modernbert", "objective.name": "mlm"})
+    assert resolve_run_settings(mlm, given).objective.generator_hidden_fraction == 0.25
+    mine = {"model.arch": "modernbert", "objective.generator_hidden_fraction": "0.5"}
+    cfg, given = run_config("small", None, mine)
+    run = resolve_run_settings(cfg, given)
+    assert run.objective.generator_layers_fraction == 1.0
+    with pytest.raises(ElectraError, match="objective.sharing=embeddings with model.arch"):
+        check_objective(run)
+
+
 def test_a_narrow_generator_trains_with_sharing_none(special):
     cfg = ObjectiveConfig(sharing="none", generator_hidden_fraction=0.5)
     obj = build_objective(tiny_modern(), cfg, special, 40)

@@ -31,6 +31,7 @@ from electra.objectives.losses import masked_lm_loss, weighted_mean
 from electra.objectives.masking import Masked, mask_tokens, replace_tokens
 from electra.objectives.metrics import AUC_HISTOGRAMS, auc_stat, mean_stats
 from electra.objectives.sampling import sample_categorical, sample_tokens
+from electra.objectives.sharing import generator_width_settings
 
 OBJECTIVES: dict[str, type[Objective]] = {}
 
@@ -116,6 +117,9 @@ class Objective(nn.Module):
     # True when its networks start training at different steps: the optimizer then keeps a
     # step count per network (`electra.engine.optim.param_groups`).
     staged: ClassVar[bool] = False
+    # False for an objective without a generator (the MLM baseline), whose generator settings
+    # mean nothing.
+    has_generator: ClassVar[bool] = True
 
     def __init__(
         self, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int, **networks: nn.Module
@@ -257,7 +261,10 @@ def build_objective(
 def fill_objective_settings(run: RunConfig, given: Collection[str]) -> tuple[RunConfig, str]:
     """`run` with the settings its objective implies wherever the user left them unset (`given`:
     the section.field keys they set), and a line naming those it changed ("" when none)."""
-    implied = objective_class(run.objective.name).implied_settings(run)
+    cls = objective_class(run.objective.name)
+    mine = cls.has_generator and "objective.generator_hidden_fraction" not in given
+    implied = generator_width_settings(run) if mine else {}
+    implied.update(cls.implied_settings(run))
     changes = {
         name: value
         for name, (value, _) in implied.items()
@@ -266,12 +273,16 @@ def fill_objective_settings(run: RunConfig, given: Collection[str]) -> tuple[Run
     if not changes:
         return run, ""
     named = ", ".join(
-        f"objective.{name}={value}" + (f" ({implied[name][1]})" if implied[name][1] else "")
+        f"objective.{name}={_shown(value)}" + (f" ({implied[name][1]})" if implied[name][1] else "")
         for name, value in changes.items()
     )
     them = "them" if len(changes) > 1 else "it"
     note = f"objective {run.objective.name}: set {named}; set {them} yourself to change this"
     return replace(run, objective=replace(run.objective, **changes)), note
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def check_objective(run: RunConfig) -> None:

@@ -43,6 +43,7 @@ class MaskedLanguageModeling(Objective):
     """The BERT baseline: one full-size MLM model trained on the masked slots only."""
 
     sharings = ("none", "embeddings")  # there is no second network: the setting changes nothing
+    has_generator = False
     mlm: nn.Module  # the family's masked LM
 
     @classmethod

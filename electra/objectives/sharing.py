@@ -158,6 +158,23 @@ def check_generator_fits(run: RunConfig) -> None:
         )
 
 
+def generator_width_settings(run: RunConfig) -> dict[str, tuple[float, str]]:
+    """The generator shape a modern run takes where the user set none and its sharing needs the
+    discriminator's width (a switch of `model.arch` on an ELECTRA preset, whose generator is
+    narrow): full width and, unless one encoder serves both, a third of the depth, the modern
+    presets' shape."""
+    o = run.objective
+    if not isinstance(run.model, ModernConfig) or o.sharing == "none" or o.generator_hidden_size:
+        return {}
+    if generator_config(run.model, o).hidden_size == run.model.hidden_size:
+        return {}
+    why = "the modern family shares its token table at full width"
+    settings = {"generator_hidden_fraction": (1.0, why)}
+    if o.sharing != "all":
+        settings["generator_layers_fraction"] = (1 / 3, "a third of the depth instead")
+    return settings
+
+
 def build_pair(
     model_cfg: AnyModelConfig,
     cfg: ObjectiveConfig,
