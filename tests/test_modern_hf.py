@@ -8,6 +8,7 @@ ElectraError line."""
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +40,8 @@ from electra.model.modernbert import (
     ModernBertForPreTraining,
     ModernConfig,
 )
+
+from .conftest import run_cli
 
 transformers = pytest.importorskip("transformers")
 
@@ -370,3 +373,54 @@ def test_bad_inputs_are_one_line(tmp_path, pair):
     with pytest.raises(ElectraError) as e:
         pair_configs(pair / "discriminator")
     assert_one_line(e, "ModernBertForMaskedLM")
+
+
+def test_cli_continues_an_hf_modernbert_with_rtd_and_fine_tunes_it(tmp_path, capsys):
+    """From a folder `transformers` saved (BPE tokenizer.json, 5.x config keys) to an RTD run, a
+    detect, and a fine-tuned classifier that HF's pipeline runs: the commands a user types."""
+    folder, _ = hf_folder(tmp_path, "ModernBertForMaskedLM")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(TEXTS) + "\n", encoding="utf-8")
+    data, run = tmp_path / "data", tmp_path / "run"
+    code, _, err = run_cli(
+        capsys, "prepare", corpus, "--tokenizer", folder, "--seq-len", 16, "--out", data
+    )
+    assert code == 0, err
+    steps = ["--steps", "3", "--batch-size", "4", "--train.progress", "false"]
+    steps += ["--train.warmup_steps", "1"]
+    code, _, err = run_cli(
+        capsys, "pretrain", "--init-from", folder, "--data", data, "--out", run, *steps
+    )
+    assert code == 0, err
+    saved = json.loads((run / "discriminator" / "config.json").read_text())
+    assert saved["architectures"] == ["ModernBertForTokenClassification"]
+    assert saved["num_hidden_layers"] == CFG.num_hidden_layers
+    assert json.loads((run / "generator" / "config.json").read_text())["num_hidden_layers"] == 1
+    code, out, err = run_cli(capsys, "detect", "--model", run, "--json", "the cat sat")
+    assert code == 0, err
+    verdicts = json.loads(out)
+    assert "".join(v["token"] for v in verdicts) == "thecatsat"
+    assert all(0 <= v["p_replaced"] <= 1 for v in verdicts)
+
+    rows = [{"text": t, "label": "cat" if "cat" in t else "other"} for t in TEXTS]
+    train = tmp_path / "train.csv"
+    with open(train, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, ["text", "label"])
+        writer.writeheader()
+        writer.writerows(rows)
+    tuned, hf_out = tmp_path / "tuned", tmp_path / "hf"
+    flags = ["--batch-size", "8", "--no-progress", "--epochs", "1", "--seeds", "1"]
+    flags += ["--dev-split", "0.2"]
+    code, _, err = run_cli(
+        capsys, "finetune", "--model", run, "--task", "classification", "--data", train,
+        "--out", tuned, *flags,
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "export", "--model", tuned, "--format", "hf", "--out", hf_out)
+    assert code == 0, err
+    classify = transformers.pipeline("text-classification", model=str(hf_out), device="cpu")
+    code, out, err = run_cli(capsys, "predict", "--model", tuned, "--text", "the cat sat")
+    assert code == 0, err
+    ours = json.loads(out.splitlines()[0])
+    theirs = classify("the cat sat")[0]
+    assert theirs["label"] == ours["label"] and abs(theirs["score"] - ours["score"]) < 1e-4
