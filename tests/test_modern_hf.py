@@ -419,7 +419,9 @@ def test_cli_continues_an_hf_modernbert_with_rtd_and_fine_tunes_it(tmp_path, cap
     code, _, err = run_cli(capsys, "export", "--model", tuned, "--format", "hf", "--out", hf_out)
     assert code == 0, err
     classify = transformers.pipeline("text-classification", model=str(hf_out), device="cpu")
-    code, out, err = run_cli(capsys, "predict", "--model", tuned, "--text", "the cat sat")
+    texts = tmp_path / "texts.csv"
+    texts.write_text("text\nthe cat sat\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, "predict", "--model", tuned, texts)
     assert code == 0, err
     ours = json.loads(out.splitlines()[0])
     theirs = classify("the cat sat")[0]
