@@ -21,7 +21,13 @@ from typing import Any, ClassVar, TypeVar
 
 from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
-from electra.model_config import AnyModelConfig, ModelConfig, ModernConfig, with_arch
+from electra.model_config import (
+    AnyModelConfig,
+    ModelConfig,
+    ModernConfig,
+    other_family,
+    with_arch,
+)
 from electra.overrides import (
     flatten,
     none_for_unset,
@@ -513,7 +519,7 @@ def apply_overrides(
         elif key in known:
             grouped.setdefault(section, {})[name] = value
         else:  # named in full here, so that the hint may be another section's field
-            raise unknown_key(key, known, source)
+            raise other_family(key, sections["model"], source) or unknown_key(key, known, source)
     new_sections = {
         s: with_values(o, grouped.get(s, {}), source, prefix=f"{s}.") for s, o in sections.items()
     }

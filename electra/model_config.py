@@ -20,7 +20,7 @@ class ModelConfig:
     from it). HF ElectraConfig names."""
 
     # The architecture family: electra (BERT's, ELECTRA's own) or modernbert (ModernBERT's;
-    # docs/pretraining.md §The modern family). Not a key of Hugging Face's config.
+    # docs/pretraining.md §The modern family).
     arch: str = "electra"
     vocab_size: int = 30522
     embedding_size: int = 128
@@ -175,3 +175,18 @@ def model_config_from_dict(values: dict[str, Any]) -> AnyModelConfig:
     """A config of the family `values["arch"]` names (electra when absent: files written before
     there were families)."""
     return model_config_class(values.get("arch", "electra"))(**values)
+
+
+def other_family(key: str, cfg: AnyModelConfig, source: str) -> ElectraError | None:
+    """The error for a `model.` setting that only another family has (`model.norm_eps` on an
+    ELECTRA run), naming that family; None for a key no family has."""
+    section, _, name = key.partition(".")
+    if section != "model":
+        return None
+    for arch, cls in MODEL_CONFIGS.items():
+        if arch != cfg.arch and name in {f.name for f in fields(cls)}:
+            return ElectraError(
+                f"{key} in {source} is a setting of model.arch={arch}, and this run's model.arch "
+                f"is {cfg.arch}: drop it, or set model.arch={arch}"
+            )
+    return None

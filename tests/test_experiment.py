@@ -9,7 +9,7 @@ import pytest
 from electra.cli.main import main
 from electra.data.store import PretrainingData
 from electra.errors import ElectraError
-from electra.objectives.flops import official_train_flops
+from electra.objectives.flops import official_train_flops, train_flops
 from electra.recipes import experiment
 from electra.recipes.experiment import Arm, Plan, arm_config, parse_arm, resolve
 
@@ -68,6 +68,24 @@ def test_arms_get_the_same_training_flops(wikitext_data):
     bad = _plan(wikitext_data, glue, arms=[shared])  # a setting the arm gives is kept
     with pytest.raises(ElectraError, match="objective.sharing=embeddings is not available"):
         resolve(bad, data)  # refused before anything runs
+
+
+def test_modern_arms_are_matched_in_the_model_convention(wikitext_data):
+    """The official convention has no count for the modern family: an experiment with a modern
+    arm budgets every arm in the model convention, and says so in experiment.json."""
+    modern = "modern:model.arch=modernbert"
+    both = {k: v for k, v in TINY_OVERRIDES.items() if k != "model.embedding_size"}
+    plan = _plan(wikitext_data, shared_data("glue"), arms=[parse_arm("electra")], pretrain_set=both)
+    plan.arms.append(parse_arm(modern))
+    data = PretrainingData(str(wikitext_data))
+    resolved = resolve(plan, data)
+    assert resolved["convention"] == "model"
+    budget = resolved["budget"]
+    assert budget == train_flops(arm_config(plan, plan.arms[0], 20, data), "model")
+    info = resolved["arms"]["modern"]
+    flops = lambda s: train_flops(arm_config(plan, plan.arms[1], s, data), "model")  # noqa: E731
+    assert flops(info["steps"]) <= budget < flops(info["steps"] + 1)
+    assert "convention" not in resolve(_plan(wikitext_data, shared_data("glue")), data)
 
 
 def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, capsys):

@@ -354,3 +354,12 @@ def test_a_modern_step_traces_into_one_graph(special, name, sharing):
     dynamo.reset()
     explained = dynamo.explain(obj)(ids, types, attention)
     assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_a_setting_of_the_other_family_names_that_family():
+    with pytest.raises(ElectraError, match=r"model.norm_eps in flags is a setting of model.arch="):
+        apply_overrides(preset("tiny"), {"model.norm_eps": "1e-6"}, source="flags")
+    with pytest.raises(ElectraError, match=r"drop it, or set model.arch=electra$"):
+        apply_overrides(preset("modern-tiny"), {"model.embedding_size": "16"}, source="flags")
+    switched = apply_overrides(preset("tiny"), {"model.arch": "modernbert", "model.norm_eps": 1e-6})
+    assert isinstance(switched.model, ModernConfig) and switched.model.norm_eps == 1e-6

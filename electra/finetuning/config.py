@@ -35,7 +35,7 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     batch_size: int = 32  # examples per step
     epochs: int | None = None  # unset: 3; RTE and STS-B 10; SQuAD 2
     max_seq_len: int | None = None  # unset: 128; SQuAD 512
-    dropout: float = 0.1  # the encoder's and the head's (electra.finetuning.run.with_dropout)
+    dropout: float = 0.1  # the encoder's and the head's
     # The official code sums per-example losses over the batch (then clips at 1.0); "mean" averages.
     loss_reduction: str = "sum"
     double_unordered: bool = False  # add swapped copies of MRPC and STS-B training pairs

@@ -33,6 +33,7 @@ from electra.hf.families import ELECTRA, FAMILIES, family_for
 from electra.hf.pretrained import (
     ARCHITECTURES,
     fit_state_dict,
+    folder_class,
     is_model_dir,
     load_pretrained,
     load_strict,
@@ -139,10 +140,11 @@ def is_hf_task_dir(path: Path) -> bool:
         return False
     raw = _config(path)
     model_type = raw.get("model_type", ELECTRA.model_type)
-    arch = (raw.get("architectures") or [ELECTRA.discriminator])[0]
+    # A modern discriminator is written as a two-label token classifier: named as what it is.
+    arch = folder_class(raw, FAMILIES[model_type]) if model_type in FAMILIES else ""
     if model_type in FAMILIES and arch not in TASK_HEADS:
         raise ElectraError(
-            f"{path} holds an {arch}, not a fine-tuned model: fine-tune it with `electra "
+            f"{path} holds {'an' if arch[0] in 'AEIOU' else 'a'} {arch}, not a fine-tuned model: fine-tune it with `electra "
             "finetune`, or pass a finetune --out folder, one of its seed folders, or a Hugging "
             f"Face {', '.join(TASK_HEADS[:-1])} or {TASK_HEADS[-1]} folder"
         )
@@ -159,7 +161,13 @@ def load_hf_finetuned(
     raw = _config(path)
     arch, model_cfg = read_model_config(path, TASK_HEADS)
     tokenizer = model_tokenizer(path, model_cfg)
-    pipeline = FAMILIES[model_cfg.arch].task_head(arch).pipeline
+    family = FAMILIES[model_cfg.arch]
+    if arch not in family.task_heads:  # a config.json whose model_type and class disagree
+        raise ElectraError(
+            f"{path / 'config.json'}: a {family.title} model (model_type {family.model_type!r}) "
+            f"cannot be a {arch}: fix its model_type or architectures"
+        )
+    pipeline = family.task_head(arch).pipeline
     qa = QaSettings(qa_head="linear" if pipeline == "question-answering" else "official")
     cfg = FinetuneConfig(max_seq_len=_max_length(path, model_cfg), qa=qa)
     state = read_state_dict(path)

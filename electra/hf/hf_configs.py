@@ -31,8 +31,21 @@ def model_config_from_hf(raw: dict[str, Any], file: Path) -> AnyModelConfig:
     """The model config of a `config.json` of model_type electra or modernbert (`raw`)."""
     if raw.get("model_type", "electra") == "modernbert":
         return modern_config_from_hf(raw, file)
-    known = {f.name for f in fields(ModelConfig)} - {"arch"}
-    return ModelConfig(**{k: v for k, v in raw.items() if k in known})
+    return _built(ModelConfig, _known(ModelConfig, raw), file)
+
+
+def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `cls` that `raw` sets; HF's null (unset) leaves ours at its default."""
+    known = {f.name for f in fields(cls)} - {"arch"}
+    return {k: v for k, v in raw.items() if k in known and v is not None}
+
+
+def _built(cls: type, values: dict[str, Any], file: Path) -> Any:
+    """`cls(**values)`, a refusal naming the file it came from."""
+    try:
+        return cls(**values)
+    except ElectraError as e:
+        raise ElectraError(f"{file}: {str(e).removeprefix('model.')}") from None
 
 
 def modern_config_from_hf(raw: dict[str, Any], file: Path) -> ModernConfig:
@@ -42,13 +55,12 @@ def modern_config_from_hf(raw: dict[str, Any], file: Path) -> ModernConfig:
                 f"{file}: {key}={raw[key]} is not supported (electra's ModernBERT computes "
                 f"{key}={value}, HF's default): use a model saved with it"
             )
-    known = {f.name for f in fields(ModernConfig)} - {"arch"}
-    values = {k: v for k, v in raw.items() if k in known}
+    values = _known(ModernConfig, raw)
     every_n = _every_n(raw, file)
     if every_n is not None:
         values["global_attn_every_n_layers"] = every_n
     values.update(_thetas(raw, file))
-    return ModernConfig(**values)
+    return _built(ModernConfig, values, file)
 
 
 def _every_n(raw: dict[str, Any], file: Path) -> int | None:

@@ -282,7 +282,8 @@ def fill_objective_settings(run: RunConfig, given: Collection[str]) -> tuple[Run
 
 
 def _shown(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    """A value as the note names it: 1/3 as 0.3333, not 0.3333333333333333; 1.0 as 1.0."""
+    return f"{value:.4g}" if isinstance(value, float) and not value.is_integer() else str(value)
 
 
 def check_objective(run: RunConfig) -> None:

@@ -1,8 +1,9 @@
 """`electra experiment`: the paper's compute-matched comparison in one command.
 
 Each arm (an objective name, or a label with any config overrides) is pretrained at the same
-training FLOPs (`electra.objectives.flops.official_train_flops`, the paper's Table 1 convention), so arms that
-cost more per step take fewer steps. At `points` evenly spaced fractions of the budget the run's
+training FLOPs (`electra.objectives.flops.train_flops`: the paper's Table 1 convention, or the
+model convention where an arm's family has no count in that one, the modern family's), so arms
+that cost more per step take fewer steps. At `points` evenly spaced fractions of the budget the run's
 checkpoint becomes a model folder and is fine-tuned on the chosen GLUE tasks (or a task on the
 user's own files, `--task NAME --task-data DIR`) over several seeds, so each arm is a line of GLUE
 score (the mean of the task medians) against pretraining FLOPs. OUT holds:
@@ -42,7 +43,7 @@ from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
 from electra.objectives import OBJECTIVES, check_objective
-from electra.objectives.flops import official_train_flops
+from electra.objectives.flops import logged_convention, train_flops
 from electra.settings import resolve_run_settings
 from electra.tasks.glue import GLUE
 
@@ -107,11 +108,23 @@ def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunCo
     return fit_config_to_data(cfg, data, keep_vocab=False)
 
 
-def steps_for_budget(plan: Plan, arm: Arm, budget: float, data: PretrainingData) -> int:
-    """The most steps whose training FLOPs stay within `budget` (FLOPs grow with steps)."""
+def convention(plan: Plan, data: PretrainingData) -> str:
+    """The FLOP convention every arm is counted in: the official one (the paper's Table 1) where
+    each arm's family has a count in it, else the model convention (matmuls, as MFU counts),
+    so that arms of the modern family compare on one scale."""
+    runs = [arm_config(plan, arm, 1, data) for arm in plan.arms]
+    official = all(logged_convention(cfg) == "official" for cfg in runs)
+    return "official" if official else "model"
+
+
+def steps_for_budget(
+    plan: Plan, arm: Arm, budget: float, data: PretrainingData, counted: str = "official"
+) -> int:
+    """The most steps whose training FLOPs (in convention `counted`) stay within `budget` (FLOPs
+    grow with steps)."""
 
     def fits(steps: int) -> bool:
-        return official_train_flops(arm_config(plan, arm, steps, data)) <= budget
+        return train_flops(arm_config(plan, arm, steps, data), counted) <= budget
 
     low, high = 1, 2
     while fits(high):
@@ -132,15 +145,16 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
     for task in plan.tasks:
         check_task(plan, task)
 
+    counted = convention(plan, data)
     if plan.flops:
         budget = plan.flops
     elif plan.steps:
-        budget = official_train_flops(arm_config(plan, plan.arms[0], plan.steps, data))
+        budget = train_flops(arm_config(plan, plan.arms[0], plan.steps, data), counted)
     else:
         raise ElectraError("give the budget: --flops F, or --steps N for the first arm")
     arms = {}
     for arm in plan.arms:
-        steps = steps_for_budget(plan, arm, budget, data)
+        steps = steps_for_budget(plan, arm, budget, data, counted)
         cfg = arm_config(plan, arm, steps, data)
         check_objective(cfg)
         points = sorted({max(1, round(steps * (i + 1) / plan.points)) for i in range(plan.points)})
@@ -148,10 +162,13 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
             "overrides": arm.overrides,
             "objective": cfg.objective.name,
             "steps": steps,
-            "train_flops": official_train_flops(cfg),
-            "points": {str(p): official_train_flops(cfg, steps=p) for p in points},
+            "train_flops": train_flops(cfg, counted),
+            "points": {str(p): train_flops(cfg, counted, steps=p) for p in points},
         }
-    return {"budget": budget, "arms": arms}
+    # An experiment.json of the official convention reads as before (no key), so reruns match.
+    return {"budget": budget, "arms": arms} | (
+        {"convention": counted} if counted != "official" else {}
+    )
 
 
 def check_task(plan: Plan, task: str) -> None:
@@ -328,7 +345,8 @@ def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, 
     results = {"budget": resolved["budget"], "tasks": plan.tasks, "arms": table}
     write_json_atomic(out / "results.json", results)
     lines = [
-        f"Budget: {resolved['budget']:.3g} training FLOPs per arm (official convention); "
+        f"Budget: {resolved['budget']:.3g} training FLOPs per arm "
+        f"({resolved.get('convention', 'official')} convention); "
         f"median of {plan.seeds} fine-tuning seeds (min–max); {score_name(plan)} = mean of the "
         "task medians.",
         "",
@@ -351,11 +369,13 @@ def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, 
             f"{info['train_flops']:.3g} | " + " | ".join(cells) + f" | {glue} |"
         )
     write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
-    plot_experiment(plan, table, out)
+    plot_experiment(plan, table, out, resolved.get("convention", "official"))
     return results
 
 
-def plot_experiment(plan: Plan, table: dict[str, list[dict[str, Any]]], out: Path) -> None:
+def plot_experiment(
+    plan: Plan, table: dict[str, list[dict[str, Any]]], out: Path, counted: str = "official"
+) -> None:
     """glue_vs_flops.png (a line per arm) and losses.png (each arm's encoder loss against
     FLOPs, and its generator's MLM loss)."""
     import matplotlib
@@ -369,7 +389,7 @@ def plot_experiment(plan: Plan, table: dict[str, list[dict[str, Any]]], out: Pat
         if pts:
             ax.plot(*zip(*pts, strict=True), marker="o", label=label)
     ax.set_xscale("log")
-    ax.set_xlabel("pretraining FLOPs (official convention)")
+    ax.set_xlabel(f"pretraining FLOPs ({counted} convention)")
     ax.set_ylabel(f"{score_name(plan)} dev ({', '.join(plan.tasks)}; mean of medians)")
     ax.grid(alpha=0.3)
     ax.legend()
