@@ -265,7 +265,8 @@ class TrainConfig(OptimConfig, RuntimeConfig):
     # Stop (with a checkpoint) after this many steps; the schedule still runs to `steps`.
     stop_after: int | None = None
     # Start from a discriminator + generator pair (folders discriminator/ and generator/, ours or
-    # Hugging Face's) instead of random weights; the architecture comes from their configs.
+    # Hugging Face's), or a Hugging Face ModernBertForMaskedLM folder continued with RTD, instead
+    # of random weights; the architecture comes from their configs.
     init_from: str | None = None
     tensorboard: bool = True  # curves in RUN/tensorboard
     # Under torchrun: ddp (a replica per process) or fsdp (parameters, gradients and optimizer

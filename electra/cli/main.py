@@ -239,7 +239,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         "--model",
         required=True,
         help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
-        "classifier, tagger or QA folder",
+        "or ModernBERT classifier, tagger or QA folder",
     )
     ev.add_argument("--task", help="checked against the model's task")
     ev.add_argument("--data", help="the task's folder, or the split's file")
@@ -266,7 +266,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         "--model",
         required=True,
         help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
-        "classifier, tagger or QA folder",
+        "or ModernBERT classifier, tagger or QA folder",
     )
     pr.add_argument(
         "inputs",

@@ -71,10 +71,11 @@ def _data_line(source: Path, info: dict) -> str:
 
 
 def _title(config: dict) -> str:
-    """What the encoder is: ELECTRA, or ELECTRA's discriminator on the ModernBERT architecture."""
-    if config["model_type"] == "modernbert":
-        return "ELECTRA (replaced token detection) on the ModernBERT architecture,"
-    return "ELECTRA"
+    """What the encoder is, by its architecture (how it was pretrained, RTD or a hub model's MLM,
+    the base model line says)."""
+    return (
+        "A ModernBERT-architecture encoder" if config["model_type"] == "modernbert" else "ELECTRA"
+    )
 
 
 def _head_note(pipeline: str, config: dict) -> list[str]:

@@ -343,6 +343,12 @@ _SHARED_FIELDS = {
 def pair_dirs(path: str | Path) -> tuple[Path, Path]:
     path = Path(path)
     disc, gen = path / "discriminator", path / "generator"
+    if not (is_model_dir(disc) and is_model_dir(gen)) and is_model_dir(path / "mlm"):
+        raise ElectraError(
+            f"{path} is a run of the mlm objective, not a discriminator/generator pair: a modern "
+            f"(model.arch=modernbert) one continues with RTD from its model folder, --init-from "
+            f"{path / 'mlm'}"
+        )
     if not (is_model_dir(disc) and is_model_dir(gen)):
         raise ElectraError(
             f"{path} must hold discriminator/ and generator/ model folders (as `electra export` "
