@@ -2,9 +2,8 @@
 (docs/specification.md §Hugging Face naming).
 
 Our module names are Hugging Face's, so export is a re-save through our own loader: the weights are
-checked against their config on the way, and a model that its family's HF classes cannot represent is
-refused
-rather than written as weights that load but compute something else.
+checked against their config on the way, and a model that its family's HF classes cannot represent
+is refused rather than written as weights that load but compute something else.
 
 A fine-tuned model (`electra.hf.finetuned`) goes to `AutoModelForSequenceClassification`,
 `...TokenClassification` or `...QuestionAnswering` (`export_finetuned`, the classes of
