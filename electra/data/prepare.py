@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 
 from electra.atomic import atomic_dir
 from electra.data.corpus import ReadStats, iter_documents, resolve_paths
-from electra.data.specials import Framing, SpecialIds, framing
+from electra.data.specials import Framing, SpecialIds, check_distinct, framing
 from electra.data.store import (
     FORMAT,
     MAX_SEQ_LEN,
@@ -392,6 +392,7 @@ def prepare(
     tok = load_tokenizer(tokenizer_path)
     # A tokenizer without the tokens a run needs is refused here, before anything is written.
     special = tokenizer_special_ids(tokenizer_path, tok)
+    check_distinct(tok, special, str(tokenizer_path))
     settings = _pack_settings(tok, special, seq_len, seed, packing, str(tokenizer_path))
 
     stats = ReadStats()

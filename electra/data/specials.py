@@ -76,6 +76,39 @@ class Framing:
     def ids(self) -> set[int]:
         return {i for part in (*self.single, *self.pair) for i in part}
 
+    def row(self, a: list[int], b: list[int] | None = None) -> tuple[list[int], list[int]]:
+        """The ids and token types of a row holding `a` (and `b`) framed as the tokenizer frames
+        them: BERT's `[CLS] a [SEP] b [SEP]` typed 0...0 1...1, RoBERTa's `<s> a </s></s> b </s>`
+        all typed 0."""
+        if b is None:
+            ids = [*self.single[0], *a, *self.single[1]]
+            return ids, [0] * len(ids)
+        ids = [*self.pair[0], *a, *self.pair[1], *b, *self.pair[2]]
+        typed0 = len(ids) if self.pair_type0_extra is None else len(a) + self.pair_type0_extra
+        return ids, [0] * typed0 + [1] * (len(ids) - typed0)
+
+
+def bert_framing(special: SpecialIds) -> Framing:
+    """BERT's framing, `[CLS] A [SEP]` and `[CLS] A [SEP] B [SEP]` with B's part typed 1."""
+    cls, sep = (special.cls,), (special.sep,)
+    return Framing((cls, sep), (cls, sep, sep), 2)
+
+
+# Where `remember` keeps, on a loaded `Tokenizer`, the roles its folder's config files name, so
+# that every later `special_ids` of that tokenizer finds the same ids as `prepare` did.
+_NAMED_ATTR = "_electra_named_specials"
+
+
+def remember(tok: Tokenizer, named: dict[str, str]) -> Tokenizer:
+    """Records on `tok` the role -> spelling its folder names (`configured_tokens`)."""
+    setattr(tok, _NAMED_ATTR, dict(named))
+    return tok
+
+
+def remembered(tok: Tokenizer) -> dict[str, str] | None:
+    """The roles `remember` recorded on `tok`; None for a tokenizer built in memory."""
+    return getattr(tok, _NAMED_ATTR, None)
+
 
 def configured_tokens(folder: Path) -> dict[str, str]:
     """Role -> spelling, as the folder's tokenizer_config.json (first) and
@@ -140,6 +173,44 @@ def find_special_ids(
     if ids["unk"] is None:
         ids["unk"] = ids["pad"]
     return SpecialIds(**ids)
+
+
+def check_distinct(tok: Tokenizer, special: SpecialIds, source: str) -> None:
+    """Refuses, before any data is written, roles that training and export could not keep
+    apart: a pad token that is also cls, sep or mask (the model's padding row is never trained,
+    as in `transformers`), a mask token that is also cls or sep (a masked position would read as
+    the frame), and a role that plain text spells as an ordinary word (HF's tokenizer would cut
+    text at it, ours would not)."""
+    clash = [
+        (a, b)
+        for a, b in (
+            ("pad", "cls"),
+            ("pad", "sep"),
+            ("pad", "mask"),
+            ("mask", "cls"),
+            ("mask", "sep"),
+        )
+        if getattr(special, a) == getattr(special, b)
+    ]
+    if clash:
+        a, b = clash[0]
+        raise ElectraError(
+            f"{source}: its {a} and {b} token are the same, {tok.id_to_token(getattr(special, a))}"
+            f": a run needs them apart; name a distinct {a}_token in the folder's "
+            "tokenizer_config.json (adding the token to the tokenizer if it has none)"
+        )
+    specials = {i for i, t in tok.get_added_tokens_decoder().items() if t.special}
+    for role in ROLES:
+        token_id = getattr(special, role)
+        token = tok.id_to_token(token_id)
+        if token_id in specials or token is None:
+            continue
+        if tok.encode(token, add_special_tokens=False).ids == [token_id]:
+            raise ElectraError(
+                f"{source}: its {role} token {token!r} is an ordinary word of the vocabulary, "
+                "which text would give: add it to the tokenizer as a special token, or name "
+                f"another {role}_token in the folder's tokenizer_config.json"
+            )
 
 
 def _known_id(tok: Tokenizer, role: str) -> int | None:

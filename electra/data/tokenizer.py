@@ -24,6 +24,9 @@ from electra.data.specials import (
     configured_tokens,
     find_special_ids,
     folder_of,
+    framing,
+    remember,
+    remembered,
 )
 from electra.errors import ElectraError
 
@@ -34,9 +37,11 @@ _TRAIN_BATCH_LINES = 1000
 
 
 def special_ids(tok: Tokenizer, source: str = "") -> SpecialIds:
-    """Ids of the pad, unk, cls, sep and mask tokens, found by their known spellings ([CLS] or
-    <s>, ...); `source` names the tokenizer in the error when one the run needs is missing."""
-    return find_special_ids(tok, None, source)
+    """Ids of the pad, unk, cls, sep and mask tokens: as the config files of the folder that
+    `load_tokenizer` read `tok` from name them (`tokenizer_special_ids`), else by their known
+    spellings ([CLS] or <s>, ...); `source` names the tokenizer in the error when one the run
+    needs is missing."""
+    return find_special_ids(tok, remembered(tok), source)
 
 
 def tokenizer_special_ids(path: Path | str, tok: Tokenizer) -> SpecialIds:
@@ -128,7 +133,15 @@ def load_tokenizer(path: Path | str) -> Tokenizer:
     if tok.padding or tok.truncation:
         tok.no_padding()
         tok.no_truncation()
-    return tok
+    return _remember_roles(tok, path)
+
+
+def _remember_roles(tok: Tokenizer, file: Path) -> Tokenizer:
+    """`tok` carrying the roles its folder's config files name, so that `special_ids(tok)` is
+    `tokenizer_special_ids(file, tok)` wherever the tokenizer goes (a model folder written by
+    `save_tokenizer` names its own spellings, `<|endoftext|>` as pad say)."""
+    folder = folder_of(file)
+    return remember(tok, configured_tokens(folder)) if folder else tok
 
 
 def resolve_tokenizer_file(path: Path | str) -> Path:
@@ -162,7 +175,7 @@ def _load_vocab_txt(path: Path) -> Tokenizer:
     tok = _bert_tokenizer(model, _do_lower_case(path.parent))
     tok.add_special_tokens([t for t in SPECIAL_TOKENS if t in vocab])
     _check_bert_specials(tok)  # a vocab.txt without BERT's special tokens is unusable: fail here
-    return _add_post_processor(tok)
+    return _remember_roles(_add_post_processor(tok), path)
 
 
 def _do_lower_case(folder: Path) -> bool:
@@ -248,10 +261,14 @@ def save_tokenizer(
     A WordPiece tokenizer is written as ELECTRA's (with a vocab.txt); any other as a plain fast
     tokenizer. Special tokens go under their own spellings (`special`, else found by their known
     spellings). token_types=False: the folder's tokenizer emits no token_type_ids (a model
-    without a token-type table, such as ModernBERT, refuses them)."""
+    without a token-type table, such as ModernBERT, refuses them). A tokenizer whose
+    post-processor frames nothing is given BERT's template first (`framing`), so that the
+    folder's tokenizer frames rows as training did; `model_max_length` is what HF's pipelines
+    truncate to."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     special = special or special_ids(tok)
+    framing(tok, special, str(out_dir))
     tok.save(str(out_dir / "tokenizer.json"))
     wordpiece = isinstance(tok.model, models.WordPiece)
     if wordpiece:  # a BERT vocab.txt means something only for WordPiece

@@ -520,7 +520,7 @@ def finish(run: Run, failure: str) -> None:
         if world.is_main:
             tokenizer = load_tokenizer(run_dir / "tokenizer")
             for role, network in models.items():
-                save_pretrained(network, run_dir / role, tokenizer)
+                save_pretrained(network, run_dir / role, tokenizer, run.data.special)
             print(
                 f"done: {run.step} steps; models in {run_dir}/{{{','.join(models)}}}",
                 file=sys.stderr,

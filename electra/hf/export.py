@@ -28,7 +28,7 @@ from torch import nn
 
 from electra.atomic import atomic_dir, refuse_existing, write_json_atomic, write_text_atomic
 from electra.config import RunConfig
-from electra.data.tokenizer import load_tokenizer, special_ids
+from electra.data.tokenizer import load_tokenizer, tokenizer_special_ids
 from electra.engine.checkpoint import PREFIX, checkpoint_dirs
 from electra.errors import ElectraError
 from electra.hf.cards import model_card
@@ -75,7 +75,8 @@ def checkpoint_models(
     ckpt = found[step]
     cfg = RunConfig.load(ckpt / "config.json")
     tokenizer = load_tokenizer(run_dir / "tokenizer")
-    objective = build_objective(cfg.model, cfg.objective, special_ids(tokenizer), cfg.data.seq_len)
+    special = tokenizer_special_ids(run_dir / "tokenizer", tokenizer)  # as prepare named them
+    objective = build_objective(cfg.model, cfg.objective, special, cfg.data.seq_len)
     try:
         load_model(objective, str(ckpt / "model.safetensors"), strict=True)
     except (OSError, RuntimeError) as e:

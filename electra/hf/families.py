@@ -55,6 +55,9 @@ class Family:
     # The special-token id keys of HF's config, by the role of the token that gives each id
     # (`electra.data.tokenizer.SpecialIds`' fields).
     token_id_keys: tuple[tuple[str, str], ...] = ()
+    # The config key whose value is the tokenizer's `model_max_length` in a model folder (what
+    # HF's pipelines truncate to); "" keeps BERT's 512, as ELECTRA's folders always had.
+    max_length_key: str = ""
 
     @property
     def task_heads(self) -> tuple[str, ...]:
@@ -65,6 +68,10 @@ class Family:
         """The head whose export `ours` (our model class) becomes; None where HF has none."""
         return next((h for h in self.heads if h.ours == ours), None)
 
+    def tokenizer_max_length(self, config: dict[str, Any]) -> int:
+        """The `model_max_length` of the tokenizer of a model folder whose config is `config`."""
+        return int(config[self.max_length_key]) if self.max_length_key else 512
+
     def task_head(self, hf_class: str) -> TaskHead:
         return next(h for h in self.heads if h.hf_class == hf_class)
 
@@ -74,18 +81,26 @@ class Family:
         return self.discriminator_as or self.discriminator
 
     def config_json(
-        self, architecture: str, model_config: Any, tokenizer: Any = None, **extra: Any
+        self,
+        architecture: str,
+        model_config: Any,
+        tokenizer: Any = None,
+        *,
+        special: Any = None,
+        **extra: Any,
     ) -> dict[str, Any]:
         """A `config.json` as `transformers` writes it for `architecture`: the family's fields,
         the model's (a dataclass, its field names HF's; our `arch` is no HF key), the keys of
-        other `transformers` versions (`derived_keys`), the special-token ids of `tokenizer`
-        (a `tokenizers.Tokenizer`), then `extra` (labels)."""
+        other `transformers` versions (`derived_keys`), the special-token ids (`special`, a
+        `SpecialIds`, else those of `tokenizer`, a `tokenizers.Tokenizer`), then `extra`
+        (labels)."""
         fields = {k: v for k, v in asdict(model_config).items() if k != "arch"}
         ids = {}
-        if tokenizer is not None and self.token_id_keys:
-            from electra.data.tokenizer import special_ids
+        if (tokenizer is not None or special is not None) and self.token_id_keys:
+            if special is None:
+                from electra.data.tokenizer import special_ids
 
-            special = special_ids(tokenizer)
+                special = special_ids(tokenizer)
             ids = {key: getattr(special, role) for key, role in self.token_id_keys}
         return {
             "architectures": [architecture],
@@ -194,6 +209,7 @@ MODERNBERT = Family(
     discriminator_as="ModernBertForTokenClassification",
     token_types=False,
     derived_keys=modernbert_5x_keys,
+    max_length_key="max_position_embeddings",  # rotary: the model reads up to its positions
     # ModernBERT's bos/eos are its [CLS]/[SEP] (HF's defaults 50281/50282 are those tokens).
     token_id_keys=(
         ("bos_token_id", "cls"),

@@ -28,7 +28,13 @@ from torch import nn
 
 from electra.atomic import atomic_dir, write_json_atomic
 from electra.config import RunConfig
-from electra.data.tokenizer import load_tokenizer, lowercases, save_tokenizer
+from electra.data.tokenizer import (
+    SpecialIds,
+    load_tokenizer,
+    lowercases,
+    save_tokenizer,
+    special_ids,
+)
 from electra.errors import ElectraError
 from electra.hf.families import FAMILIES, RTD_LABELS, Family, family_for
 from electra.hf.hf_configs import model_config_from_hf
@@ -44,9 +50,16 @@ for _f in FAMILIES.values():
 ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order of preference
 
 
-def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Tokenizer) -> None:
+def save_pretrained(
+    model: nn.Module,
+    out_dir: Path,
+    tokenizer: tokenizers.Tokenizer,
+    special: SpecialIds | None = None,
+) -> None:
     """Writes OUT (atomically): the model folder of `model`, with the `config.json` that
-    `transformers` writes for its class."""
+    `transformers` writes for its class. `special`: the tokenizer's special ids where the caller
+    has them (a data folder's); else as the tokenizer's own folder names them (`special_ids`)."""
+    special = special or special_ids(tokenizer)
     # Tied tensors (the generator's output layer and its word table) are stored under both names,
     # as separate copies, so the file loads into any implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
@@ -54,9 +67,9 @@ def save_pretrained(model: nn.Module, out_dir: Path, tokenizer: tokenizers.Token
     if name == family.discriminator and family.discriminator_as:
         name, extra = family.discriminator_as, rtd_label_config()
         state.update(two_label_classifier(state["classifier.weight"], state["classifier.bias"]))
-    config = family.config_json(name, model.config, tokenizer, **extra)
+    config = family.config_json(name, model.config, special=special, **extra)
     with atomic_dir(out_dir) as tmp:
-        write_model_files(tmp, config, state, tokenizer)
+        write_model_files(tmp, config, state, tokenizer, special)
 
 
 def rtd_label_config() -> dict:
@@ -77,14 +90,27 @@ def two_label_classifier(weight: torch.Tensor, bias: torch.Tensor) -> dict[str, 
 
 
 def write_model_files(
-    folder: Path, config: dict, state: dict[str, torch.Tensor], tokenizer: tokenizers.Tokenizer
+    folder: Path,
+    config: dict,
+    state: dict[str, torch.Tensor],
+    tokenizer: tokenizers.Tokenizer,
+    special: SpecialIds | None = None,
 ) -> None:
     """`config.json`, `model.safetensors` and the tokenizer files into `folder` (a temporary
-    folder being filled: `atomic_dir`): the files of every model folder we write."""
+    folder being filled: `atomic_dir`): the files of every model folder we write. The tokenizer
+    names its special tokens by their own spellings (`special`, else `special_ids`) and truncates
+    where the model stops reading (`Family.tokenizer_max_length`)."""
     write_json_atomic(folder / "config.json", config)
     save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
-    token_types = FAMILIES[config["model_type"]].token_types
-    save_tokenizer(tokenizer, folder, lowercase=lowercases(tokenizer), token_types=token_types)
+    family = FAMILIES[config["model_type"]]
+    save_tokenizer(
+        tokenizer,
+        folder,
+        lowercase=lowercases(tokenizer),
+        token_types=family.token_types,
+        special=special or special_ids(tokenizer),
+        model_max_length=family.tokenizer_max_length(config),
+    )
 
 
 def is_model_dir(path: Path) -> bool:
@@ -313,7 +339,9 @@ def load_pretrained(
 
 
 def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
-    """The tokenizer of a model folder, checked to give only ids the model has."""
+    """The tokenizer of a model folder, checked to give only ids the model has; it carries the
+    roles the folder's tokenizer_config.json names (`load_tokenizer`), so `special_ids` of it is
+    `tokenizer_special_ids(path, tokenizer)`."""
     tokenizer = load_tokenizer(path)
     if tokenizer.get_vocab_size() > cfg.vocab_size:
         raise ElectraError(

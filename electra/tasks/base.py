@@ -19,7 +19,8 @@ import tokenizers
 import torch
 from torch import nn
 
-from electra.data.tokenizer import SpecialIds
+from electra.data.specials import Framing, bert_framing, framing
+from electra.data.tokenizer import SpecialIds, special_ids
 from electra.errors import ElectraError
 from electra.model_config import AnyModelConfig
 from electra.tasks.splits import DataSource, SplitFiles, given_file, resolve
@@ -213,19 +214,27 @@ def truncate_longest_first(a: list[int], b: list[int] | None, budget: int) -> No
         longer.pop()
 
 
+def row_format(tokenizer: tokenizers.Tokenizer) -> tuple[SpecialIds, Framing]:
+    """The special ids of a model's tokenizer (as its folder names them: `special_ids`) and how
+    it frames a row, so that fine-tuning rows are the tokenizer's own (and HF's pipeline's)."""
+    special = special_ids(tokenizer)
+    return special, framing(tokenizer, special)
+
+
 def pack(
-    a: list[int], b: list[int] | None, special: SpecialIds, max_len: int
+    a: list[int],
+    b: list[int] | None,
+    special: SpecialIds,
+    max_len: int,
+    frame: Framing | None = None,
 ) -> tuple[list[int], list[int]]:
-    """[CLS] a [SEP] (b [SEP]) with segment ids, truncated longest-first to max_len."""
+    """a (and b) framed as `frame` frames them (BERT's `[CLS] a [SEP] (b [SEP])` by default) with
+    segment ids, truncated longest-first to max_len."""
+    frame = frame or bert_framing(special)
     a = list(a)
     b = None if b is None else list(b)
-    truncate_longest_first(a, b, max_len - (3 if b is not None else 2))
-    ids = [special.cls, *a, special.sep]
-    types = [0] * len(ids)
-    if b is not None:
-        ids += [*b, special.sep]
-        types += [1] * (len(b) + 1)
-    return ids, types
+    truncate_longest_first(a, b, max_len - (frame.single_extra if b is None else frame.pair_extra))
+    return frame.row(a, b)
 
 
 def to_tensors(rows: list[tuple[list[int], list[int]]], max_len: int, pad: int) -> Batch:

@@ -32,11 +32,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import electra.tasks.metrics as metrics
-from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
 from electra.model.heads import build_head
 from electra.model_config import AnyModelConfig
-from electra.tasks.base import Encoded, Task, pack, to_tensors, token_ids
+from electra.tasks.base import Encoded, Task, pack, row_format, to_tensors, token_ids
 from electra.tasks.settings import ClassificationSettings
 from electra.tasks.splits import SPLITS
 from electra.tasks.tables import Table, header_columns, read_table, split_file
@@ -233,13 +232,12 @@ class ClassificationTask(Task):
     # --- the [CLS] head ------------------------------------------------------------------------
 
     def encode(self, examples, tokenizer, max_len, training) -> Encoded:
-        special = special_ids(tokenizer)
+        special, frame = row_format(tokenizer)
         a = token_ids(tokenizer, [e.text_a for e in examples])
         pairs = examples and examples[0].text_b is not None
         b = token_ids(tokenizer, [e.text_b for e in examples]) if pairs else [None] * len(a)
-        tensors = to_tensors(
-            [pack(x, y, special, max_len) for x, y in zip(a, b, strict=True)], max_len, special.pad
-        )
+        rows = [pack(x, y, special, max_len, frame) for x, y in zip(a, b, strict=True)]
+        tensors = to_tensors(rows, max_len, special.pad)
         if examples[0].label is not None:
             tensors["labels"] = self.label_tensor(examples)
         return Encoded(tensors)

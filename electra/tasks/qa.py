@@ -34,9 +34,8 @@ from pathlib import Path
 import torch
 
 import electra.tasks.metrics as metrics
-from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
-from electra.tasks.base import Encoded, Task, to_tensors, token_ids
+from electra.tasks.base import Encoded, Task, row_format, to_tensors, token_ids
 from electra.tasks.qa_files import (
     Question,
     any_null,
@@ -136,7 +135,8 @@ class QaTask(Task):
         return questions
 
     def encode(self, examples, tokenizer, max_len, training) -> Encoded:
-        special = special_ids(tokenizer)
+        special, frame = row_format(tokenizer)
+        before, between, after = map(len, frame.pair)
         questions = tokenizer.encode_batch([q.question for q in examples], add_special_tokens=False)
         contexts = tokenizer.encode_batch([q.context for q in examples], add_special_tokens=False)
         rows, starts, ends, impossible = [], [], [], []
@@ -145,7 +145,7 @@ class QaTask(Task):
             zip(examples, questions, contexts, strict=True)
         ):
             query = question.ids[: self.max_query_length]
-            room = max_len - len(query) - 3
+            room = max_len - len(query) - frame.pair_extra
             if room < 1:
                 raise ElectraError(
                     f"max_seq_len={max_len} leaves no room for the context after a "
@@ -155,17 +155,10 @@ class QaTask(Task):
             span = _gold_tokens(q, doc_offsets) if training and not q.is_impossible else None
             windows = _windows(len(doc_ids), room, self.doc_stride)
             for w_start, w_len in windows:
-                ids = [
-                    special.cls,
-                    *query,
-                    special.sep,
-                    *doc_ids[w_start : w_start + w_len],
-                    special.sep,
-                ]
-                types = [0] * (len(query) + 2) + [1] * (w_len + 1)
-                rows.append((ids, types))
-                first = len(query) + 2
-                offsets = [None] * first + list(doc_offsets[w_start : w_start + w_len]) + [None]
+                rows.append(frame.row(query, doc_ids[w_start : w_start + w_len]))
+                first = before + len(query) + between  # the window's first token
+                offsets = [None] * first + list(doc_offsets[w_start : w_start + w_len])
+                offsets += [None] * after
                 meta["example"].append(ex_index)
                 meta["offsets"].append(offsets)
                 meta["max_context"].append(
@@ -174,7 +167,7 @@ class QaTask(Task):
                         _is_max_context(windows, (w_start, w_len), w_start + i)
                         for i in range(w_len)
                     ]
-                    + [False]
+                    + [False] * after
                 )
                 inside = span is not None and w_start <= span[0] and span[1] < w_start + w_len
                 starts.append(span[0] - w_start + first if inside else 0)

@@ -37,10 +37,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import electra.tasks.metrics as metrics
-from electra.data.tokenizer import special_ids
 from electra.errors import ElectraError
 from electra.model.heads import build_head
-from electra.tasks.base import Encoded, Task
+from electra.tasks.base import Encoded, Task, row_format
 from electra.tasks.settings import TaggingSettings
 
 IGNORE = -100
@@ -232,7 +231,8 @@ class TaggingTask(Task):
         return Sentence(sid, tuple(tokens), None if tags is None else tuple(tags))
 
     def encode(self, examples, tokenizer, max_len, training) -> Encoded:
-        special = special_ids(tokenizer)
+        special, frame = row_format(tokenizer)
+        room, first = max_len - frame.single_extra, len(frame.single[0])
         n = len(examples)
         ids = torch.full((n, max_len), special.pad, dtype=torch.long)
         mask = torch.zeros((n, max_len), dtype=torch.long)
@@ -243,11 +243,11 @@ class TaggingTask(Task):
             [list(s.words) for s in examples], is_pretokenized=True, add_special_tokens=False
         )
         for i, (sentence, enc) in enumerate(zip(examples, encodings, strict=True)):
-            row = [special.cls, *enc.ids[: max_len - 2], special.sep]
+            row, _ = frame.row(enc.ids[:room])
             ids[i, : len(row)] = torch.tensor(row)
             mask[i, : len(row)] = 1
             firsts, words, previous = [], [], None
-            for pos, word in enumerate(enc.word_ids[: max_len - 2], start=1):
+            for pos, word in enumerate(enc.word_ids[:room], start=first):
                 if word is not None and word != previous:
                     firsts.append(pos)
                     words.append(word)
