@@ -13,6 +13,7 @@ import torch
 from electra.config import ModernConfig, ObjectiveConfig, RunConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
+from electra.engine.optim import param_groups
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
@@ -115,6 +116,31 @@ def test_every_objective_trains_on_the_modern_family(special, name, sharing):
         assert (towers.ltr.embeddings is owner) == (sharing == "embeddings")
     if name == "two_stage":  # the discriminator's encoder started as a copy of the generator's
         assert obj.second_stage
+
+
+# The modern family's norms (no LayerNorm in their names) as the optimizer sees them.
+MODERN_NORMS = ("embeddings.norm.", "attn_norm.", "mlp_norm.", "final_norm.", "head.norm.")
+
+
+@pytest.mark.parametrize("name, sharing", COMBINATIONS)
+def test_no_modern_norm_is_decayed_in_pretraining(special, name, sharing):
+    """Pretraining decays no norm and no bias of any network, whatever its name: the rule is the
+    module's type (`electra.engine.optim.no_decay`), not the electra family's LayerNorm names."""
+    obj = build(name, sharing, special=special)
+    for by_network in (False, True):
+        decay = {
+            id(p): g["weight_decay"]
+            for g in param_groups(obj, 0.01, by_network=by_network)
+            for p in g["params"]
+        }
+        named = dict(obj.named_parameters())
+        norms = [
+            k for k in named if any(n in k for n in MODERN_NORMS) or k.endswith(".norm.weight")
+        ]
+        assert norms, sorted(named)[:5]
+        for k, p in named.items():
+            is_norm = k in norms or k.endswith("bias")
+            assert decay[id(p)] == (0.0 if is_norm else 0.01), k
 
 
 def test_two_stage_copies_the_generators_encoder(special):

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from electra.engine.optim import build_optimizer, learning_rate, set_learning_rate
+from electra.engine.optim import build_optimizer, learning_rate, no_decay, set_learning_rate
 from electra.engine.runtime import (
     Runtime,
     to_device,
@@ -36,13 +36,11 @@ def layerwise_groups(model: nn.Module, cfg: FinetuneConfig) -> list[dict]:
     top = n + 1
     modern = model.config.arch == "modernbert"
     groups: dict[tuple[float, bool], list[nn.Parameter]] = {}
+    kept = no_decay(model)  # pretraining's rule
     for name, p in model.named_parameters():
         depth = _modern_depth(name, n) if modern else _depth(name, n)
         exponent = top - depth + (1 if cfg.layerwise_off_by_one and depth < top else 0)
-        no_decay = "LayerNorm" in name or name.endswith("bias")
-        if modern:  # its norms are named norm, attn_norm, mlp_norm, final_norm (no biases)
-            no_decay = no_decay or name.endswith("norm.weight")
-        groups.setdefault((cfg.layerwise_lr_decay**exponent, no_decay), []).append(p)
+        groups.setdefault((cfg.layerwise_lr_decay**exponent, id(p) in kept), []).append(p)
     return [
         {"params": ps, "lr_scale": scale, "weight_decay": 0.0 if nd else cfg.weight_decay}
         for (scale, nd), ps in groups.items()
