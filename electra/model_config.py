@@ -7,7 +7,7 @@ A run's `model.arch` picks the class; `with_arch` turns one into the other when 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from electra.errors import ElectraError
 
@@ -19,6 +19,7 @@ class ModelConfig:
     """One ELECTRA-family encoder, BERT's architecture (the discriminator, or a generator derived
     from it). HF ElectraConfig names."""
 
+    ffn_ratio: ClassVar[int] = 4  # a derived generator's FFN width / hidden size (BERT's)
     # The architecture family: electra (BERT's, ELECTRA's own) or modernbert (ModernBERT's;
     # docs/pretraining.md §The modern family). Not a key of Hugging Face's config.
     arch: str = "electra"
@@ -71,6 +72,7 @@ class ModernConfig:
     """One ModernBERT-architecture encoder. HF ModernBertConfig names (its 4.x keys for the layer
     pattern and the thetas); the defaults are ModernBERT-base's."""
 
+    ffn_ratio: ClassVar[float] = 1.5  # ModelConfig's; ModernBERT-base's 1152 / 768
     arch: str = "modernbert"  # the family (ModelConfig's comment)
     vocab_size: int = 50368
     hidden_size: int = 768

@@ -338,6 +338,35 @@ def test_a_refused_combination_is_one_error_line_and_nothing_written(
     assert not run.exists()
 
 
+def test_a_generator_of_no_valid_shape_is_refused_naming_its_settings(
+    wikitext_data, tmp_path, capsys
+):
+    """`objective.generator_hidden_size=65` with sharing none: the generator's head size is odd,
+    which rotary positions cannot turn. The check refuses it (shared or not, before anything is
+    written), naming the objective's generator settings, not the discriminator's `model.*`."""
+    for sharing in ("none", "embeddings"):
+        run = modern_run(sharing=sharing, generator_hidden_size=65)
+        with pytest.raises(ElectraError) as error:
+            check_objective(run)
+        message = str(error.value)
+        assert "objective.generator_" in message and "hidden_size=65" in message, message
+        assert "odd" in message and "model." not in message and "\n" not in message
+    # A head count that does not divide the width, in the electra family too.
+    run = apply_overrides(RunConfig(), {"objective.generator_num_attention_heads": "3"})
+    with pytest.raises(ElectraError, match="objective.generator_.*not divisible"):
+        check_objective(run)
+    run = tmp_path / "run"
+    code, _, err = run_cli(
+        capsys,
+        *("pretrain", "--preset", "modern-tiny", "--data", wikitext_data, "--out", run),
+        *("--objective.sharing", "none", "--objective.generator_hidden_size", "65"),
+        *("--seq-len", 64),
+    )
+    assert_one_line_error(code, err, "objective.generator_", "hidden_size=65", "odd")
+    assert "model.hidden_size" not in err
+    assert not run.exists()
+
+
 def test_modern_tiny_learns_on_wikipedia_text_it_never_saw(tmp_path):
     """ELECTRA's learning bar for `tiny`, for `modern-tiny`: 200 steps at batch 16 on a Wikipedia
     file (its tokenizer trained on another) take the discriminator's AUC to 0.65 or more and cut
