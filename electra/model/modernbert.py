@@ -18,6 +18,8 @@ at the masked positions) and `ModernBertForPreTraining` (the RTD discriminator: 
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -328,3 +330,19 @@ class ModernBertForPreTraining(ModernBertWithClassifier):
     ) -> torch.Tensor:
         hidden = self.model(input_ids, token_type_ids, attention_mask)
         return self.logits(hidden).squeeze(-1)
+
+
+def layerwise_depth(name: str, n: int) -> int:
+    """The depth of parameter `name` for fine-tuning's layer-wise LR (`electra.model.electra`'s):
+    embeddings 0, layer i at i + 1, the final norm with the last layer
+    (it normalises that layer's output, as the last layer's own LayerNorm does in electra's),
+    and the head (`head`, `classifier`) the top, n + 1."""
+    if name.startswith("model.embeddings"):
+        return 0
+    if m := re.match(r"model\.layers\.(\d+)\.", name):
+        return int(m.group(1)) + 1
+    if name.startswith("model.final_norm"):
+        return n
+    if name.startswith("model."):
+        raise ElectraError(f"no layer-wise LR depth for parameter {name}")
+    return n + 1
