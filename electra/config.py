@@ -345,7 +345,23 @@ class RunConfig:
 def generator_config(disc: AnyModelConfig, objective: ObjectiveConfig) -> AnyModelConfig:
     """The generator's encoder config, derived as the official `get_generator_config` does, unless
     the objective gives exact dimensions. A narrower generator's FFN keeps its family's ratio
-    (ELECTRA's 4x; the modern family's 1.5x, ModernBERT-base's 1152 / 768)."""
+    (`ffn_ratio`: ELECTRA's 4x; the modern family's 1.5x, ModernBERT-base's 1152 / 768). Sizes
+    that make no valid encoder are refused naming the `objective.generator_*` settings (the
+    config's own message names the discriminator's `model.*` fields)."""
+    sizes = _generator_sizes(disc, objective)
+    try:
+        return replace(disc, **sizes)
+    except ElectraError as e:
+        shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        reason = str(e).replace("model.", "")
+        raise ElectraError(
+            f"objective.generator_*: the generator's sizes ({shape}) make no valid encoder: "
+            f"{reason}; set objective.generator_hidden_size, generator_num_attention_heads, "
+            "generator_intermediate_size or generator_num_hidden_layers so that they do"
+        ) from None
+
+
+def _generator_sizes(disc: AnyModelConfig, objective: ObjectiveConfig) -> dict[str, int]:
     o = objective
     hidden = o.generator_hidden_size or max(
         1, round(disc.hidden_size * o.generator_hidden_fraction)
@@ -356,16 +372,14 @@ def generator_config(disc: AnyModelConfig, objective: ObjectiveConfig) -> AnyMod
     # A generator of the discriminator's width is the discriminator's shape, whatever its FFN and
     # heads (the formula below gives the official presets' values either way).
     full = hidden == disc.hidden_size
-    ffn = 4 * hidden if isinstance(disc, ModelConfig) else round(1.5 * hidden)
-    return replace(
-        disc,
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        intermediate_size=o.generator_intermediate_size
-        or (disc.intermediate_size if full else ffn),
-        num_attention_heads=o.generator_num_attention_heads
+    return {
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": o.generator_num_attention_heads
         or (disc.num_attention_heads if full else max(1, hidden // 64)),
-    )
+        "intermediate_size": o.generator_intermediate_size
+        or (disc.intermediate_size if full else round(disc.ffn_ratio * hidden)),
+    }
 
 
 # --- presets -------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ A run's `model.arch` picks the class; `with_arch` turns one into the other when 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from electra.errors import ElectraError
 
@@ -19,6 +19,7 @@ class ModelConfig:
     """One ELECTRA-family encoder, BERT's architecture (the discriminator, or a generator derived
     from it). HF ElectraConfig names."""
 
+    ffn_ratio: ClassVar[int] = 4  # a derived generator's FFN width / hidden size (BERT's)
     # The architecture family: electra (BERT's, ELECTRA's own) or modernbert (ModernBERT's;
     # docs/pretraining.md §The modern family).
     arch: str = "electra"
@@ -55,11 +56,23 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 GLOBAL, LOCAL = "full_attention", "sliding_attention"  # HF's layer_types names
 
 
+def attention_type(i: int, every_n: int) -> str:
+    """ModernBERT's layer pattern, in HF's names: global attention on every n-th layer, starting
+    with the first (layer 0), sliding-window attention elsewhere."""
+    return GLOBAL if i % every_n == 0 else LOCAL
+
+
+def layer_types(every_n: int, layers: int) -> list[str]:
+    """The pattern of `layers` layers (HF 5.x's `layer_types`)."""
+    return [attention_type(i, every_n) for i in range(layers)]
+
+
 @dataclass
 class ModernConfig:
     """One ModernBERT-architecture encoder. HF ModernBertConfig names (its 4.x keys for the layer
     pattern and the thetas); the defaults are ModernBERT-base's."""
 
+    ffn_ratio: ClassVar[float] = 1.5  # ModelConfig's; ModernBERT-base's 1152 / 768
     arch: str = "modernbert"  # the family (ModelConfig's comment)
     vocab_size: int = 50368
     hidden_size: int = 768
@@ -131,8 +144,8 @@ class ModernConfig:
         return self.hidden_size // self.num_attention_heads
 
     def layer_type(self, i: int) -> str:
-        """HF's name for layer i's attention: global on every n-th layer, starting with the first."""
-        return GLOBAL if i % self.global_attn_every_n_layers == 0 else LOCAL
+        """HF's name for layer i's attention (`layer_types`)."""
+        return attention_type(i, self.global_attn_every_n_layers)
 
     def rope_theta(self, layer_type: str) -> float:
         return self.global_rope_theta if layer_type == GLOBAL else self.local_rope_theta

@@ -136,6 +136,30 @@ def test_layerwise_groups_give_every_modern_weight_its_depth():
     assert decay[id(named["model.layers.1.mlp.Wi.weight"])] == 0.01
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        lambda: ModernBertForSequenceClassification(TINY, 2),
+        lambda: ModernBertForTokenClassification(TINY, 3),
+        lambda: ModernBertForQuestionAnswering(TINY),
+    ],
+)
+def test_fine_tuning_decays_no_modern_norm(head):
+    """Every norm of every head (embeddings, layers, final, head) and every bias is kept out of
+    the decay, by pretraining's rule; every other weight is decayed."""
+    model = head()
+    groups = layerwise_groups(model, FinetuneConfig(layerwise_lr_decay=0.8, weight_decay=0.01))
+    decay = {id(p): g["weight_decay"] for g in groups for p in g["params"]}
+    norms = {
+        id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters()
+    }
+    assert len(norms) == 2 * TINY.num_hidden_layers + 2  # attn (not layer 0), mlp, 3 others
+    for name, p in model.named_parameters():
+        kept = id(p) in norms or name.endswith("bias")
+        assert ("norm" in name.split(".")[-2]) == (id(p) in norms), name
+        assert decay[id(p)] == (0.0 if kept else 0.01), name
+
+
 # --- fine-tuning, export, pipelines --------------------------------------------------------------
 
 FLAGS = ["--batch-size", "8", "--no-progress", "--lr", "3e-3", "--max-seq-len", "32"]

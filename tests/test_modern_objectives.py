@@ -13,6 +13,7 @@ import torch
 from electra.config import ModernConfig, ObjectiveConfig, RunConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
+from electra.engine.optim import param_groups
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
@@ -115,6 +116,31 @@ def test_every_objective_trains_on_the_modern_family(special, name, sharing):
         assert (towers.ltr.embeddings is owner) == (sharing == "embeddings")
     if name == "two_stage":  # the discriminator's encoder started as a copy of the generator's
         assert obj.second_stage
+
+
+# The modern family's norms (no LayerNorm in their names) as the optimizer sees them.
+MODERN_NORMS = ("embeddings.norm.", "attn_norm.", "mlp_norm.", "final_norm.", "head.norm.")
+
+
+@pytest.mark.parametrize("name, sharing", COMBINATIONS)
+def test_no_modern_norm_is_decayed_in_pretraining(special, name, sharing):
+    """Pretraining decays no norm and no bias of any network, whatever its name: the rule is the
+    module's type (`electra.engine.optim.no_decay`), not the electra family's LayerNorm names."""
+    obj = build(name, sharing, special=special)
+    for by_network in (False, True):
+        decay = {
+            id(p): g["weight_decay"]
+            for g in param_groups(obj, 0.01, by_network=by_network)
+            for p in g["params"]
+        }
+        named = dict(obj.named_parameters())
+        norms = [
+            k for k in named if any(n in k for n in MODERN_NORMS) or k.endswith(".norm.weight")
+        ]
+        assert norms, sorted(named)[:5]
+        for k, p in named.items():
+            is_norm = k in norms or k.endswith("bias")
+            assert decay[id(p)] == (0.0 if is_norm else 0.01), k
 
 
 def test_two_stage_copies_the_generators_encoder(special):
@@ -309,6 +335,35 @@ def test_a_refused_combination_is_one_error_line_and_nothing_written(
         *("--objective.generator_hidden_fraction", "0.25", "--seq-len", 64),
     )
     assert_one_line_error(code, err, "objective.sharing=embeddings", "model.arch=modernbert")
+    assert not run.exists()
+
+
+def test_a_generator_of_no_valid_shape_is_refused_naming_its_settings(
+    wikitext_data, tmp_path, capsys
+):
+    """`objective.generator_hidden_size=65` with sharing none: the generator's head size is odd,
+    which rotary positions cannot turn. The check refuses it (shared or not, before anything is
+    written), naming the objective's generator settings, not the discriminator's `model.*`."""
+    for sharing in ("none", "embeddings"):
+        run = modern_run(sharing=sharing, generator_hidden_size=65)
+        with pytest.raises(ElectraError) as error:
+            check_objective(run)
+        message = str(error.value)
+        assert "objective.generator_" in message and "hidden_size=65" in message, message
+        assert "odd" in message and "model." not in message and "\n" not in message
+    # A head count that does not divide the width, in the electra family too.
+    run = apply_overrides(RunConfig(), {"objective.generator_num_attention_heads": "3"})
+    with pytest.raises(ElectraError, match="objective.generator_.*not divisible"):
+        check_objective(run)
+    run = tmp_path / "run"
+    code, _, err = run_cli(
+        capsys,
+        *("pretrain", "--preset", "modern-tiny", "--data", wikitext_data, "--out", run),
+        *("--objective.sharing", "none", "--objective.generator_hidden_size", "65"),
+        *("--seq-len", 64),
+    )
+    assert_one_line_error(code, err, "objective.generator_", "hidden_size=65", "odd")
+    assert "model.hidden_size" not in err
     assert not run.exists()
 
 

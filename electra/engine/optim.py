@@ -2,7 +2,7 @@
 
 BERT's AdamW: no bias correction (the default; `bias_correction` switches to torch's AdamW),
 decoupled weight decay, none on LayerNorm parameters or biases (embedding tables are decayed, as in
-the official code); and the official schedule: a linear decay from the peak to zero that starts at
+the official code; `no_decay`, pretraining's rule and fine-tuning's); and the official schedule: a linear decay from the peak to zero that starts at
 step 0, multiplied by a linear warmup ramp.
 """
 
@@ -14,16 +14,27 @@ from torch import nn
 from electra.config import OptimConfig
 
 
+def no_decay(model: nn.Module) -> set[int]:
+    """The ids of the parameters that take no weight decay: those of every LayerNorm and every
+    bias. By module type, not by name, so that it holds in every family: the official rule
+    matched names containing "LayerNorm", which are exactly the electra family's LayerNorms, but
+    the modern family's norms are `norm`, `attn_norm`, `mlp_norm` and `final_norm`."""
+    norms = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters()}
+    biases = {id(p) for name, p in model.named_parameters() if name.endswith("bias")}
+    return norms | biases
+
+
 def param_groups(model: nn.Module, weight_decay: float, by_network: bool = False) -> list[dict]:
-    """Splits parameters into decayed and not decayed, by the official rule on names. With
+    """Splits parameters into decayed and not decayed (`no_decay`). With
     `by_network`, each top-level submodule (an objective's network) gets its own pair of groups:
     the layout two_stage's checkpoints hold (earlier versions counted Adam's steps per group; the
     pinned count of `AdamWNoBiasCorrection` needs no count)."""
     groups: dict[tuple[str, bool], list[nn.Parameter]] = {}
+    kept = no_decay(model)
     for name, p in model.named_parameters():  # shared parameters appear once
         if not p.requires_grad:
             continue
-        skip = "LayerNorm" in name or "layer_norm" in name or name.endswith("bias")
+        skip = id(p) in kept
         network = name.split(".")[0] if by_network else ""
         groups.setdefault((network, skip), []).append(p)
     return [

@@ -63,14 +63,13 @@ from electra.hf.pretrained import (
     save_pretrained,
 )
 from electra.jsonl import write_jsonl
-from electra.model.electra import ElectraLayer, count_parameters, format_count
-from electra.model.modernbert import ModernBertEncoderLayer
-from electra.model.registry import encoder_of
+from electra.model.electra import count_parameters, format_count
+from electra.model.registry import FAMILIES, encoder_of
 from electra.objectives import Objective, build_objective, check_objective
 from electra.objectives.flops import logged_convention, logged_train_flops
 
 # The layers FSDP shards one by one (`electra.engine.distributed.wrap`), of every family.
-WRAPPED_LAYERS = (ElectraLayer, ModernBertEncoderLayer)
+WRAPPED_LAYERS = tuple(f.layer for f in FAMILIES.values())
 
 # What each FLOP convention is called where a run says which it counts in.
 CONVENTIONS = {

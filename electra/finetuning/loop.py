@@ -6,24 +6,23 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import sys
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from electra.engine.optim import build_optimizer, learning_rate, set_learning_rate
+from electra.engine.optim import build_optimizer, learning_rate, no_decay, set_learning_rate
 from electra.engine.runtime import (
     Runtime,
     to_device,
     train_step_function,
 )
 from electra.engine.step import Window
-from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import select_rows, trim
 from electra.finetuning.packing import pack_batch
+from electra.model.registry import family_of
 from electra.objectives import StepOutput
 from electra.tasks.base import Encoded, Task
 
@@ -34,45 +33,17 @@ def layerwise_groups(model: nn.Module, cfg: FinetuneConfig) -> list[dict]:
     off-by-one the encoder sits one level further down, so its top layer gets decay^2."""
     n = model.config.num_hidden_layers
     top = n + 1
-    modern = model.config.arch == "modernbert"
+    depth_of = family_of(model.config).layerwise_depth
     groups: dict[tuple[float, bool], list[nn.Parameter]] = {}
+    kept = no_decay(model)  # pretraining's rule
     for name, p in model.named_parameters():
-        depth = _modern_depth(name, n) if modern else _depth(name, n)
+        depth = depth_of(name, n)
         exponent = top - depth + (1 if cfg.layerwise_off_by_one and depth < top else 0)
-        no_decay = "LayerNorm" in name or name.endswith("bias")
-        if modern:  # its norms are named norm, attn_norm, mlp_norm, final_norm (no biases)
-            no_decay = no_decay or name.endswith("norm.weight")
-        groups.setdefault((cfg.layerwise_lr_decay**exponent, no_decay), []).append(p)
+        groups.setdefault((cfg.layerwise_lr_decay**exponent, id(p) in kept), []).append(p)
     return [
         {"params": ps, "lr_scale": scale, "weight_decay": 0.0 if nd else cfg.weight_decay}
         for (scale, nd), ps in groups.items()
     ]
-
-
-def _depth(name: str, n: int) -> int:
-    """The layer-wise depth of an electra-family parameter (`layerwise_groups`)."""
-    if name.startswith("electra.embeddings"):
-        return 0
-    if m := re.match(r"electra\.encoder\.layer\.(\d+)\.", name):
-        return int(m.group(1)) + 1
-    if name.startswith("electra."):
-        raise ElectraError(f"no layer-wise LR depth for parameter {name}")
-    return n + 1
-
-
-def _modern_depth(name: str, n: int) -> int:
-    """The modern family's: embeddings 0, layer i at i + 1, the final norm with the last layer
-    (it normalises that layer's output, as the last layer's own LayerNorm does in electra's),
-    and the head (`head`, `classifier`) the top, n + 1."""
-    if name.startswith("model.embeddings"):
-        return 0
-    if m := re.match(r"model\.layers\.(\d+)\.", name):
-        return int(m.group(1)) + 1
-    if name.startswith("model.final_norm"):
-        return n
-    if name.startswith("model."):
-        raise ElectraError(f"no layer-wise LR depth for parameter {name}")
-    return n + 1
 
 
 def task_step(task: Task, model: nn.Module, reduction: str, **batch: torch.Tensor) -> StepOutput:
@@ -106,9 +77,10 @@ def train_model(
         runtime,
         loss=lambda forward: functools.partial(task_step, task, forward, cfg.loss_reduction),
     )
-    # Packed rows vary in number (no CUDA graphs), and need position ids, which the modern
-    # family's rotary encoder does not take yet: it trains on padded rows.
-    pack = cfg.pack and task.packable and not runtime.cuda_graph and model.config.arch == "electra"
+    # Packed rows vary in number (no CUDA graphs), and need position ids, which not every family's
+    # encoder takes (`Family.packs`): the others train on padded rows.
+    packs = family_of(model.config).packs
+    pack = cfg.pack and task.packable and not runtime.cuda_graph and packs
     model.train()
     epoch_losses, skipped = [], 0
     bar = tqdm(total=total, disable=not cfg.progress, unit="step", file=sys.stderr, leave=False)

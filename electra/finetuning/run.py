@@ -205,12 +205,11 @@ def with_dropout(model_cfg: AnyModelConfig, dropout: float) -> AnyModelConfig:
 def check_head(task: Task, model_cfg: AnyModelConfig) -> None:
     """Refuses, before any data is read or anything written, a head the encoder's family has not
     (the official QA head on the modern family): the head is built once on the meta device, which
-    costs nothing and draws no random numbers. The electra family has every head."""
-    if model_cfg.arch != "electra":
-        # Not fitted yet, a task may have no labels: its classifier has no outputs, a warning.
-        with torch.device("meta"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            task.build_model(model_cfg)
+    costs nothing and draws no random numbers."""
+    # Not fitted yet, a task may have no labels: its classifier has no outputs, a warning.
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        task.build_model(model_cfg)
 
 
 def data_files(files: SplitFiles, splits: list[str]) -> dict[str, str]:

@@ -43,6 +43,9 @@ class Family:
     # `RTD_LABELS`) and `read_model_config` reads such a folder back as `discriminator`.
     discriminator: str
     generator: str
+    # The generator's output weight and the token table it is tied to: `transformers` leaves the
+    # first out of the file.
+    tied: tuple[str, str]
     encoder: str  # the bare encoder, as `AutoModel` saves it
     heads: tuple[TaskHead, ...]
     # config.json fields that `transformers` reads and our ModelConfig leaves implicit.
@@ -132,6 +135,7 @@ ELECTRA = Family(
     title="ELECTRA",
     discriminator="ElectraForPreTraining",
     generator="ElectraForMaskedLM",
+    tied=("generator_lm_head.weight", "electra.embeddings.word_embeddings.weight"),
     encoder="ElectraModel",
     heads=(
         TaskHead(
@@ -176,6 +180,7 @@ MODERNBERT = Family(
     title="ModernBERT",
     discriminator="ModernBertForPreTraining",
     generator="ModernBertForMaskedLM",
+    tied=("decoder.weight", "model.embeddings.tok_embeddings.weight"),
     encoder="ModernBertModel",
     heads=(
         _modern_head(

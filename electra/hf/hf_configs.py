@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
-from electra.model_config import GLOBAL, LOCAL, AnyModelConfig, ModelConfig, ModernConfig
+from electra.model_config import (
+    GLOBAL,
+    LOCAL,
+    AnyModelConfig,
+    ModelConfig,
+    ModernConfig,
+    layer_types,
+)
 
 # HF ModernBertConfig settings our modules hard-wire, with the only value they compute.
 _MODERN_FIXED = {
@@ -70,16 +77,12 @@ def _every_n(raw: dict[str, Any], file: Path) -> int | None:
     if not types:
         return None
     types = list(types)
-
-    def pattern(n: int) -> list[str]:
-        return [GLOBAL if i % n == 0 else LOCAL for i in range(len(types))]
-
     given = raw.get("global_attn_every_n_layers")
-    if isinstance(given, int) and given >= 1 and pattern(given) == types:
+    if isinstance(given, int) and given >= 1 and layer_types(given, len(types)) == types:
         return given
     globals_at = [i for i, t in enumerate(types) if t == GLOBAL] + [len(types)]
     n = globals_at[1] - globals_at[0]
-    if n < 1 or pattern(n) != types:
+    if n < 1 or layer_types(n, len(types)) != types:
         raise ElectraError(
             f"{file}: layer_types {types} is not global attention on every n-th layer from the "
             "first (ModernBERT's pattern, the one electra computes): use a model saved with it"

@@ -244,22 +244,14 @@ def _unreadable(file: Path, e: Exception) -> str:
     )
 
 
-# A masked LM's output weight and the table it is tied to, by class: `transformers` leaves the
-# first out of the file.
-_TIED = {
-    "ElectraForMaskedLM": ("generator_lm_head.weight", "electra.embeddings.word_embeddings.weight"),
-    "ModernBertForMaskedLM": ("decoder.weight", "model.embeddings.tok_embeddings.weight"),
-}
-
-
 def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Path) -> dict:
     """Adapts a Hugging Face state dict to our module: drops saved buffers, restores a masked
     LM's tied output weight, which `transformers` leaves out of the file, and reads a modern
     discriminator's two-label classifier as one logit (row 1 minus row 0)."""
     state = {k: v for k, v in state.items() if k not in _HF_BUFFERS}
-    name = type(model).__name__
-    if name in _TIED:
-        out, table_name = _TIED[name]
+    name, family = type(model).__name__, family_for(model.config)
+    if name == family.generator:
+        out, table_name = family.tied
         table = state.get(table_name)
         head = state.setdefault(out, table)
         if table is not None and head is not None and not torch.equal(head, table):
@@ -353,20 +345,6 @@ def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
 
 # --- continued pretraining: a discriminator + generator pair, or a modern MLM folder ------------
 
-# Fields the two networks must agree on for embedding sharing to hold, by family (`arch`). The
-# modern family has no embedding projection, so a shared table fixes the width too.
-_SHARED_FIELDS = {
-    "electra": (
-        "vocab_size",
-        "embedding_size",
-        "max_position_embeddings",
-        "type_vocab_size",
-        "hidden_act",
-        "layer_norm_eps",
-    ),
-    "modernbert": ("vocab_size", "hidden_size", "max_position_embeddings", "norm_eps"),
-}
-
 
 def pair_dirs(path: str | Path) -> tuple[Path, Path]:
     path = Path(path)
@@ -422,7 +400,7 @@ def pair_configs(
             f"{path}: expected a {family.discriminator} discriminator and a {family.generator} "
             f"generator, found {d_arch} and {g_arch}"
         )
-    for name in _SHARED_FIELDS[d.arch]:
+    for name in model_family(d.arch).shared_fields:
         if getattr(d, name) != getattr(g, name):
             raise ElectraError(
                 f"{path}: the discriminator has {name}={getattr(d, name)} but the generator "
@@ -473,7 +451,7 @@ def load_shared_generator(generator: nn.Module, state: dict, source: Path) -> No
     copies of them and its tied output weight are left out of `state`."""
     prefix = generator.base_model_prefix
     shared = {k for k in generator.state_dict() if k.startswith(f"{prefix}.embeddings.")}
-    shared.add(_TIED[type(generator).__name__][0])
+    shared.add(family_for(generator.config).tied[0])
     state = {k: v for k, v in state.items() if k not in shared}
     check_fits(generator, state, source, skip=shared)
     generator.load_state_dict(state, strict=False)

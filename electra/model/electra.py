@@ -12,11 +12,14 @@ put in after a model is built, by `electra.model.kernels.use_kernels`, without c
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig
+from electra.errors import ElectraError
 
 _ACTIVATIONS = {
     "gelu": nn.GELU,
@@ -346,3 +349,15 @@ def count_parameters(*modules: nn.Module) -> int:
 
 def format_count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n / 1e3:.1f}K"
+
+
+def layerwise_depth(name: str, n: int) -> int:
+    """The depth of parameter `name` of a model with `n` layers, for fine-tuning's layer-wise LR
+    (`electra.finetuning.loop.layerwise_groups`): embeddings 0, layer i at i + 1, a head n + 1."""
+    if name.startswith("electra.embeddings"):
+        return 0
+    if m := re.match(r"electra\.encoder\.layer\.(\d+)\.", name):
+        return int(m.group(1)) + 1
+    if name.startswith("electra."):
+        raise ElectraError(f"no layer-wise LR depth for parameter {name}")
+    return n + 1

@@ -10,49 +10,22 @@ these classes loads here by name:
   span head; the official XLNet-style QA head is the electra family's only).
 
 Called as the electra family's heads are (`electra.model.heads`): `(input_ids, token_type_ids,
-attention_mask)`; the family has no segments, so token_type_ids is ignored. Initialised as HF
-initialises them: the head's dense as a product into the residual stream, the classifier with std
-hidden_size ** -0.5 ("final_out") and a zero bias.
+attention_mask)`; the family has no segments, so token_type_ids is ignored. Each is the family's
+`ModernBertWithClassifier` (the discriminator's layout), initialised as HF initialises them.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from electra.errors import ElectraError
-from electra.model.modernbert import (
-    ModernBertModel,
-    ModernBertPredictionHead,
-    init_weight,
-    out_std,
-)
+from electra.model.modernbert import ModernBertWithClassifier
 from electra.model_config import ModernConfig
 
 POOLINGS = ("cls", "mean")  # HF's `classifier_pooling`
 
 
-class _ModernHead(nn.Module):
-    """The encoder (`model`), then `head`, `drop` and a linear `classifier` to `outputs` values."""
-
-    base_model_prefix = "model"
-
-    def __init__(self, cfg: ModernConfig, outputs: int):
-        super().__init__()
-        self.config = cfg
-        self.model = ModernBertModel(cfg)
-        self.head = ModernBertPredictionHead(cfg)
-        self.drop = nn.Dropout(cfg.classifier_dropout)
-        self.classifier = nn.Linear(cfg.hidden_size, outputs)
-        init_weight(self.head.dense.weight, out_std(cfg), cfg)
-        init_weight(self.classifier.weight, cfg.hidden_size**-0.5, cfg)
-        nn.init.zeros_(self.classifier.bias)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.drop(self.head(hidden)))
-
-
-class ModernBertForSequenceClassification(_ModernHead):
+class ModernBertForSequenceClassification(ModernBertWithClassifier):
     def __init__(self, cfg: ModernConfig, num_labels: int, pooling: str = "cls"):
         super().__init__(cfg, num_labels)
         if pooling not in POOLINGS:
@@ -79,7 +52,7 @@ class ModernBertForSequenceClassification(_ModernHead):
         return self.logits(pooled)
 
 
-class ModernBertForTokenClassification(_ModernHead):
+class ModernBertForTokenClassification(ModernBertWithClassifier):
     def __init__(self, cfg: ModernConfig, num_labels: int):
         super().__init__(cfg, num_labels)
 
@@ -88,7 +61,7 @@ class ModernBertForTokenClassification(_ModernHead):
         return self.logits(self.model(input_ids, None, attention_mask))
 
 
-class ModernBertForQuestionAnswering(_ModernHead):
+class ModernBertForQuestionAnswering(ModernBertWithClassifier):
     """Start and end logits from every token's head output; nothing is masked in the model (a
     window's "no answer" is start and end at position 0), as in HF and in the electra family's
     `ElectraForSpanQuestionAnswering`."""

@@ -18,6 +18,8 @@ at the masked positions) and `ModernBertForPreTraining` (the RTD discriminator: 
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -229,6 +231,41 @@ class ModernBertPredictionHead(nn.Module):
         return self.norm(self.act(self.dense(hidden)))
 
 
+def head_and_linear(cfg: ModernConfig, outputs: int) -> tuple[ModernBertPredictionHead, nn.Linear]:
+    """HF's head (dense -> act -> norm) and the linear layer after it to `outputs` values,
+    initialised as HF initialises a classifier: the dense as a product into the residual stream,
+    the linear with std hidden_size ** -0.5 ("final_out") and a zero bias. What every per-token
+    or per-sequence output of the family is built from (the discriminator, the task heads,
+    All-Tokens MLM's copy gate)."""
+    head = ModernBertPredictionHead(cfg)
+    linear = nn.Linear(cfg.hidden_size, outputs)
+    init_weight(head.dense.weight, out_std(cfg), cfg)
+    init_weight(linear.weight, cfg.hidden_size**-0.5, cfg)
+    nn.init.zeros_(linear.bias)
+    return head, linear
+
+
+class ModernBertWithClassifier(nn.Module):
+    """The encoder (`model`), then `head`, `drop` and a linear `classifier` to `outputs` values:
+    HF's `ModernBertFor*Classification` layout, which the discriminator and every task head
+    share (`head_and_linear`)."""
+
+    base_model_prefix = "model"
+
+    def __init__(self, cfg: ModernConfig, outputs: int, embeddings: nn.Module | None = None):
+        super().__init__()
+        self.config = cfg
+        self.model = ModernBertModel(cfg, embeddings)
+        head, classifier = head_and_linear(cfg, outputs)
+        self.head = head
+        self.drop = nn.Dropout(cfg.classifier_dropout)
+        self.classifier = classifier
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The outputs [..., outputs] of encoder states [..., H]."""
+        return self.classifier(self.drop(self.head(hidden)))
+
+
 def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """hidden [B, T, H] at `positions` [B, K] (indices into T): [B, K, H]."""
     index = positions.long()[..., None].expand(-1, -1, hidden.shape[-1])
@@ -277,23 +314,13 @@ class ModernBertForMaskedLM(nn.Module):
         return self.decoder(self.head(hidden))
 
 
-class ModernBertForPreTraining(nn.Module):
+class ModernBertForPreTraining(ModernBertWithClassifier):
     """The discriminator: encoder, head, and one replaced-token logit per token [B, T]. The names
     are HF's `ModernBertForTokenClassification`'s, so export with two labels is a key map plus
     the classifier's rows [0; w] and [0; b]: softmax over (0, z) is sigmoid(z)."""
 
-    base_model_prefix = "model"
-
     def __init__(self, cfg: ModernConfig, embeddings: nn.Module | None = None):
-        super().__init__()
-        self.config = cfg
-        self.model = ModernBertModel(cfg, embeddings)
-        self.head = ModernBertPredictionHead(cfg)
-        self.drop = nn.Dropout(cfg.classifier_dropout)
-        self.classifier = nn.Linear(cfg.hidden_size, 1)
-        init_weight(self.head.dense.weight, out_std(cfg), cfg)
-        init_weight(self.classifier.weight, cfg.hidden_size**-0.5, cfg)  # HF's "final_out"
-        nn.init.zeros_(self.classifier.bias)
+        super().__init__(cfg, 1, embeddings)
 
     def forward(
         self,
@@ -302,4 +329,20 @@ class ModernBertForPreTraining(nn.Module):
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         hidden = self.model(input_ids, token_type_ids, attention_mask)
-        return self.classifier(self.drop(self.head(hidden))).squeeze(-1)
+        return self.logits(hidden).squeeze(-1)
+
+
+def layerwise_depth(name: str, n: int) -> int:
+    """The depth of parameter `name` for fine-tuning's layer-wise LR (`electra.model.electra`'s):
+    embeddings 0, layer i at i + 1, the final norm with the last layer
+    (it normalises that layer's output, as the last layer's own LayerNorm does in electra's),
+    and the head (`head`, `classifier`) the top, n + 1."""
+    if name.startswith("model.embeddings"):
+        return 0
+    if m := re.match(r"model\.layers\.(\d+)\.", name):
+        return int(m.group(1)) + 1
+    if name.startswith("model.final_norm"):
+        return n
+    if name.startswith("model."):
+        raise ElectraError(f"no layer-wise LR depth for parameter {name}")
+    return n + 1

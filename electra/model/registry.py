@@ -34,6 +34,14 @@ class Family:
     masked_lm: type[nn.Module]  # with the vocabulary head (generator, BERT's model)
     pretraining: type[nn.Module]  # with the per-token replaced-or-original head (discriminator)
     forward_flops: Callable[[flops.Network, int, str], float]
+    layer: type[nn.Module]  # one encoder layer: what FSDP shards one by one
+    # The depth (embeddings 0, layer i at i + 1, a head n + 1) of a parameter, by its name in a
+    # model of n layers: fine-tuning's layer-wise LR decay.
+    layerwise_depth: Callable[[str, int], int]
+    # Config fields a generator and a discriminator that share embeddings must agree on (the
+    # modern family has no embedding projection, so a shared table fixes the width too).
+    shared_fields: tuple[str, ...]
+    packs: bool  # whether fine-tuning may pack short rows (the encoder takes position ids)
 
 
 FAMILIES: dict[str, Family] = {
@@ -44,6 +52,17 @@ FAMILIES: dict[str, Family] = {
         masked_lm=electra.ElectraForMaskedLM,
         pretraining=electra.ElectraForPreTraining,
         forward_flops=flops.forward_flops,
+        layer=electra.ElectraLayer,
+        layerwise_depth=electra.layerwise_depth,
+        shared_fields=(
+            "vocab_size",
+            "embedding_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "hidden_act",
+            "layer_norm_eps",
+        ),
+        packs=True,
     ),
     # The ModernBERT architecture (docs/specification.md §The modern family).
     "modernbert": Family(
@@ -53,6 +72,11 @@ FAMILIES: dict[str, Family] = {
         masked_lm=modernbert.ModernBertForMaskedLM,
         pretraining=modernbert.ModernBertForPreTraining,
         forward_flops=modern_flops.forward_flops,
+        layer=modernbert.ModernBertEncoderLayer,
+        layerwise_depth=modernbert.layerwise_depth,
+        shared_fields=("vocab_size", "hidden_size", "max_position_embeddings", "norm_eps"),
+        # Its rotary encoder takes no position ids yet (the next issue's packed rows).
+        packs=False,
     ),
 }
 

@@ -30,7 +30,7 @@ from electra.config import (
 from electra.data.tokenizer import SpecialIds
 from electra.model.electra import ElectraDiscriminatorPredictions, init_weights
 from electra.model.flops import Network
-from electra.model.modernbert import ModernBertPredictionHead, init_weight, out_std
+from electra.model.modernbert import head_and_linear
 from electra.model.registry import encoder_of, family_of
 from electra.objectives.base import Objective, StepOutput, register, slot_fraction
 from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
@@ -161,11 +161,7 @@ class ModernCopyGate(nn.Module):
 
     def __init__(self, cfg: ModernConfig):
         super().__init__()
-        self.head = ModernBertPredictionHead(cfg)
-        self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
-        init_weight(self.head.dense.weight, out_std(cfg), cfg)
-        init_weight(self.dense_prediction.weight, cfg.hidden_size**-0.5, cfg)
-        nn.init.zeros_(self.dense_prediction.bias)
+        self.head, self.dense_prediction = head_and_linear(cfg, 1)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.dense_prediction(self.head(hidden)).squeeze(-1)

@@ -141,13 +141,14 @@ def plain(model: nn.Module) -> nn.Module:
 
 
 def check_generator_fits(run: RunConfig) -> None:
-    """Refuses a generator the sharing cannot serve: in the modern family, which has no embedding
-    projection, a generator that shares the table (`embeddings`, `gdes`, `all`) must have the
-    discriminator's width."""
+    """Refuses a generator whose sizes make no valid encoder (`generator_config` names the
+    `objective.generator_*` settings), and one the sharing cannot serve: in the modern family,
+    which has no embedding projection, a generator that shares the table (`embeddings`, `gdes`,
+    `all`) must have the discriminator's width."""
     sharing = run.objective.sharing
+    hidden = generator_config(run.model, run.objective).hidden_size
     if not isinstance(run.model, ModernConfig) or sharing == "none":
         return
-    hidden = generator_config(run.model, run.objective).hidden_size
     if hidden != run.model.hidden_size:
         raise ElectraError(
             f"objective.sharing={sharing} with model.arch=modernbert needs a generator of the "
