@@ -342,7 +342,7 @@ def test_classifier_exports_and_the_pipeline_agrees(finetuned, own_data, tmp_pat
         records, predicted(capsys, tmp_path / "hf", own_data / "classification" / "dev.csv")
     )
     card = (tmp_path / "hf" / "README.md").read_text()
-    assert "ModernBERT architecture" in card and "pipeline_tag: text-classification" in card
+    assert "ModernBERT-architecture" in card and "pipeline_tag: text-classification" in card
     assert "`neg`, `pos`" in card
 
 
