@@ -305,7 +305,10 @@ def test_prediction_batches_by_length_and_keeps_the_examples_order(
     predict(task, model, examples, data, Runtime(torch.device("cpu"), "fp32"))
     with torch.no_grad():  # each example alone, in order
         alone = torch.cat([task.infer(model, trim(_row(data, i)))["logits"] for i in range(13)])
-    assert torch.cdist(alone, alone).add(torch.eye(13)).min() > 1e-3  # a swap would show
+    # A swap would show: outputs lie 10x the comparison's tolerance apart. (The session's
+    # WordPiece vocabulary, and so these outputs, differ from run to run: `tokenizers` breaks
+    # ties in its training in no fixed order.)
+    assert torch.cdist(alone, alone).add(torch.eye(13)).min() > 1e-4
     torch.testing.assert_close(seen["logits"], alone, atol=1e-5, rtol=1e-5)
 
     # cuda_graph: static shapes (on the CPU nothing is captured), the same predictions
