@@ -426,3 +426,86 @@ def test_cli_continues_an_hf_modernbert_with_rtd_and_fine_tunes_it(tmp_path, cap
     ours = json.loads(out.splitlines()[0])
     theirs = classify("the cat sat")[0]
     assert theirs["label"] == ours["label"] and abs(theirs["score"] - ours["score"]) < 1e-4
+
+
+# ModernBERT-base's config.json as the hub holds it (written by transformers 4.47: 4.x keys only).
+MODERNBERT_BASE = {
+    "architectures": ["ModernBertForMaskedLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 50281,
+    "classifier_activation": "gelu",
+    "classifier_bias": False,
+    "classifier_dropout": 0.0,
+    "classifier_pooling": "mean",
+    "cls_token_id": 50281,
+    "decoder_bias": True,
+    "deterministic_flash_attn": False,
+    "embedding_dropout": 0.0,
+    "eos_token_id": 50282,
+    "global_attn_every_n_layers": 3,
+    "global_rope_theta": 160000.0,
+    "gradient_checkpointing": False,
+    "hidden_activation": "gelu",
+    "hidden_size": 768,
+    "initializer_cutoff_factor": 2.0,
+    "initializer_range": 0.02,
+    "intermediate_size": 1152,
+    "layer_norm_eps": 1e-05,
+    "local_attention": 128,
+    "local_rope_theta": 10000.0,
+    "max_position_embeddings": 8192,
+    "mlp_bias": False,
+    "mlp_dropout": 0.0,
+    "model_type": "modernbert",
+    "norm_bias": False,
+    "norm_eps": 1e-05,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 22,
+    "pad_token_id": 50283,
+    "position_embedding_type": "absolute",
+    "sep_token_id": 50282,
+    "tie_word_embeddings": True,
+    "torch_dtype": "float32",
+    "transformers_version": "4.47.0.dev0",
+    "vocab_size": 50368,
+}
+
+
+def test_modernbert_base_and_ettin_17m_configs_read_as_the_presets(tmp_path):
+    """The hub's ModernBERT-base config.json reads as the modern-base preset's encoder, and its
+    weights (random, built by transformers on the meta device) have exactly our names; a random
+    model of Ettin-17M's shape (modern-small's), saved by transformers with ModernBERT's 50,368
+    tokens, loads with equal logits."""
+    base = read_model_config_of(MODERNBERT_BASE, tmp_path)
+    assert base == replace(preset("modern-base").model, pad_token_id=50283)
+    with torch.device("meta"):
+        theirs = transformers.ModernBertForMaskedLM(
+            transformers.ModernBertConfig(**MODERNBERT_BASE)
+        )
+        ours = ModernBertForMaskedLM(base)
+    assert set(theirs.state_dict()) == set(ours.state_dict())
+
+    small = preset("modern-small").model
+    ettin = {**MODERNBERT_BASE, **{k: getattr(small, k) for k in CARRIED_SIZES}}
+    torch.manual_seed(0)
+    hf = transformers.ModernBertForMaskedLM(transformers.ModernBertConfig(**ettin)).eval()
+    hf.save_pretrained(tmp_path / "ettin")
+    loaded, _ = load_pretrained_without_tokenizer(tmp_path / "ettin")
+    assert loaded.config == replace(small, pad_token_id=50283)
+    assert sum(p.numel() for p in loaded.model.parameters()) == 16_797_440  # "17M"
+    ids = torch.randint(0, 50280, (2, 12))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    with torch.no_grad():
+        assert_real_close(loaded(ids, attention_mask=mask), hf(ids, mask).logits, mask)
+
+
+CARRIED_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+
+
+def load_pretrained_without_tokenizer(folder: Path):
+    """`load_pretrained` on a folder that `transformers` saved without tokenizer files (ours are
+    given the test's BPE, whose ids the model's larger table covers)."""
+    TOK.save(str(folder / "tokenizer.json"))
+    return load_pretrained(folder)
