@@ -12,6 +12,10 @@ clipping, on the same random token batches, and are timed in alternation in one 
 - common peer: lucidrains' `electra-pytorch` 0.1.2 (`pip install --no-deps electra-pytorch==0.1.2`)
   driving the same Hugging Face models, projecting every position onto the vocabulary.
 
+`--arch modernbert` times ours on a modern preset (default `modern-small`) against the peers
+`benchmarks/modern_peers.py` wires from `transformers`' ModernBERT classes: `careful`, the same
+hand-wired RTD loop, and `hf-mlm`, an MLM step of `ModernBertForMaskedLM` at the discriminator's size.
+
 `--compile` compiles our objective and the careful peer's forward and losses alike
 (`--compile-mode reduce-overhead` replays them as CUDA graphs on a GPU).
 
@@ -38,6 +42,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +58,9 @@ from electra.model.kernels import onednn_mm
 from electra.objectives import build_objective
 from electra.objectives.flops import model_flops_per_step
 from electra.objectives.masking import mask_tokens
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling, run as a script
+from modern_peers import MODERN_IMPLEMENTATIONS  # noqa: E402
 
 SPECIAL = SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)  # BERT's uncased ids
 
@@ -225,6 +233,27 @@ def common_peer(cfg, device):
 
 
 IMPLEMENTATIONS = {"ours": ours, "careful": careful_peer, "common": common_peer}
+# What the modern peers share with the electra ones (modern_peers.py does not import this script).
+TOOLS = SimpleNamespace(
+    special=SPECIAL, autocast=autocast, gumbel_sample=gumbel_sample, compiled=compiled
+)
+MODERN = {"ours": ours} | {
+    name: functools.partial(build, tools=TOOLS) for name, build in MODERN_IMPLEMENTATIONS.items()
+}
+FAMILIES = {"electra": IMPLEMENTATIONS, "modernbert": MODERN}
+DEFAULT_PRESET = {"electra": "small", "modernbert": "modern-small"}
+
+
+def implementations(arch):
+    return FAMILIES[arch]
+
+
+def useful_flops(cfg, name):
+    """The step's model FLOPs (`model_flops_per_step`); hf-mlm's are the MLM objective's on the
+    discriminator alone (its vocabulary head counted at the masked slots, as ours would)."""
+    if name == "hf-mlm":
+        cfg = replace(cfg, objective=replace(cfg.objective, name="mlm"))
+    return model_flops_per_step(cfg)
 
 
 # --- measurement ------------------------------------------------------------------------------------
@@ -294,7 +323,7 @@ def measure_memory(args, name):
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # resets the peak RSS (VmHWM) to the current RSS
     baseline = _status_mib("VmRSS")
-    step = IMPLEMENTATIONS[name](cfg, device)
+    step = implementations(args.arch)[name](cfg, device)
     for i in range(args.warmup):
         step(data[i % len(data)])
     sync(device)
@@ -304,9 +333,36 @@ def measure_memory(args, name):
         print(_status_mib("VmHWM") - baseline)
 
 
+def check_arch(p, args):
+    """Fills in the preset and impls --arch implies; a preset or impl of another family is a usage
+    error naming what to pick."""
+    args.preset = args.preset or DEFAULT_PRESET[args.arch]
+    impls = implementations(args.arch)
+    args.impls = args.impls or list(impls)
+    other = [name for name in args.impls if name not in impls]
+    if other:
+        p.error(
+            f"--impls {' '.join(other)}: not an implementation of --arch {args.arch}; "
+            f"use {', '.join(impls)}"
+        )
+    arch = preset(args.preset).model.arch
+    if arch != args.arch:
+        p.error(
+            f"--preset {args.preset} is a model.arch={arch} preset: pick one of --arch "
+            f"{args.arch}'s (e.g. {DEFAULT_PRESET[args.arch]}), or --arch {arch}"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="small")
+    p.add_argument(
+        "--arch",
+        choices=list(FAMILIES),
+        default="electra",
+        help="the architecture family: electra (ours, careful, common) or modernbert (ours, "
+        "careful, hf-mlm)",
+    )
+    p.add_argument("--preset", help="default: small, or modern-small with --arch modernbert")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
@@ -329,7 +385,10 @@ def main() -> None:
         help="after timing, profile a few steps of each implementation and print its kernels",
     )
     p.add_argument(
-        "--impls", nargs="+", default=list(IMPLEMENTATIONS), choices=list(IMPLEMENTATIONS)
+        "--impls",
+        nargs="+",
+        choices=list(IMPLEMENTATIONS | MODERN),
+        help="default: every implementation of --arch",
     )
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=5, help="timed steps per round")
@@ -351,6 +410,7 @@ def main() -> None:
         "`electra pretrain` uses on CPU (electra.engine.host_memory: freed pages stay in the process)",
     )
     args = p.parse_args()
+    check_arch(p, args)
     if torch.device(args.device).type == "cpu" and not args.default_malloc:
         keep_freed_memory()
     if args.memory_of:
@@ -364,7 +424,7 @@ def main() -> None:
     torch.manual_seed(0)
     data = batches(cfg, device)
     steps = {
-        name: IMPLEMENTATIONS[name](
+        name: implementations(args.arch)[name](
             with_cuda_graph(cfg) if args.cuda_graph and name == "ours" else cfg, device
         )
         for name in args.impls
@@ -379,11 +439,12 @@ def main() -> None:
         peaks.append(matmul_peak(device, args.precision, n=args.peak_size))
 
     tokens = cfg.train.batch_size * cfg.data.seq_len
-    flops = model_flops_per_step(cfg)
+    flops = useful_flops(cfg, "ours")
     peak = max(peaks)  # the achievable peak: the best the run saw
     threads = torch.get_num_threads()
     machine = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU, {threads} threads"
     results = {
+        "arch": args.arch,
         "preset": args.preset,
         "batch": args.batch,
         "seq_len": args.seq_len,
@@ -405,13 +466,17 @@ def main() -> None:
     for name in steps:
         t = statistics.median(times[name])
         mem = math.nan if args.skip_memory else peak_memory(args, name)
+        work = useful_flops(cfg, name)
         results["impls"][name] = {
+            "arch": args.arch,
+            "objective": "mlm" if name == "hf-mlm" else cfg.objective.name,
             "step_s": t,
             "step_s_per_round": times[name],
             "tokens_per_s": tokens / t,
             "sequences_per_s": cfg.train.batch_size / t,
-            "model_flops_per_s": flops / t,
-            "fraction_of_peak": flops / t / peak,
+            "model_flops_per_step": work,
+            "model_flops_per_s": work / t,
+            "fraction_of_peak": work / t / peak,
             "peak_memory_mib": mem,
         }
         r = results["impls"][name]

@@ -167,6 +167,51 @@ def test_pretrain_throughput(monkeypatch, tmp_path, capsys):
     assert float(capsys.readouterr().out.split()[-1]) >= 0  # MiB; a tiny model may fit in the heap
 
 
+def test_pretrain_throughput_modern(monkeypatch, tmp_path, capsys):
+    """--arch modernbert times ours against the "modern_peers.py" peers (HF ModernBERT, careful RTD
+    and plain MLM) in one run, naming each with its family, and measures their memory alone."""
+    out = tmp_path / "modern.json"
+    flags = ["--arch", "modernbert", "--preset", "modern-tiny", "--batch", 2, "--seq-len", 32]
+    flags += ["--device", "cpu"]
+    run_script(
+        monkeypatch, "pretrain_throughput.py", *flags, "--impls", "ours", "careful", "hf-mlm",
+        "--warmup", 1, "--steps", 1, "--rounds", 1, "--peak-size", 128, "--skip-memory",
+        "--json", out,
+    )  # fmt: skip
+    results = json.loads(out.read_text())
+    assert results["arch"] == "modernbert" and results["preset"] == "modern-tiny"
+    impls = results["impls"]
+    assert list(impls) == ["ours", "careful", "hf-mlm"]
+    assert all(r["arch"] == "modernbert" and r["tokens_per_s"] > 0 for r in impls.values())
+    assert [r["objective"] for r in impls.values()] == ["electra", "electra", "mlm"]
+    assert results["speedup_vs_careful"] > 0 and results["speedup_vs_hf-mlm"] > 0
+    capsys.readouterr()
+    run_script(
+        monkeypatch, "pretrain_throughput.py", *flags, "--warmup", 1, "--memory-of", "careful"
+    )
+    assert float(capsys.readouterr().out.split()[-1]) >= 0
+
+
+def test_pretrain_throughput_modern_peers_match_ours():
+    """The careful peer trains as many parameters as ours (the same shared embeddings and tied
+    generator decoder) and hf-mlm as many as our discriminator plus its MLM head."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from modern_peers import hf_modern_pair
+    finally:
+        sys.path.remove(str(BENCH))
+    from electra.config import preset
+    from electra.data.tokenizer import SpecialIds
+    from electra.objectives import build_objective
+
+    cfg = preset("modern-tiny")
+    special = SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)
+    ours = build_objective(cfg.model, cfg.objective, special, 32)
+    gen, disc = hf_modern_pair(cfg, torch.device("cpu"))
+    theirs = torch.nn.ModuleList([gen, disc])
+    assert sum(p.numel() for p in theirs.parameters()) == sum(p.numel() for p in ours.parameters())
+
+
 def test_crowded_cpu(toy, monkeypatch, capsys):
     # Quiet only: the crowded half starts a busy process per core, unkind to a shared test box.
     run_script(
