@@ -28,33 +28,15 @@ from electra.objectives.masking import mask_tokens
 
 
 def hf_modern_config(m: ModernConfig, **extra):
-    """HF's ModernBertConfig of `m`: its sizes, layer pattern and thetas (5.x keys), SDPA."""
+    """HF's ModernBertConfig of `m`, as our export writes it (`electra.hf.families`: sizes, the
+    layer pattern and thetas in both spellings), with SDPA attention."""
     import transformers
 
-    types = [m.layer_type(i) for i in range(m.num_hidden_layers)]
-    return transformers.ModernBertConfig(
-        vocab_size=m.vocab_size,
-        hidden_size=m.hidden_size,
-        num_hidden_layers=m.num_hidden_layers,
-        num_attention_heads=m.num_attention_heads,
-        intermediate_size=m.intermediate_size,
-        hidden_activation=m.hidden_activation,
-        classifier_activation=m.classifier_activation,
-        max_position_embeddings=m.max_position_embeddings,
-        norm_eps=m.norm_eps,
-        pad_token_id=m.pad_token_id,
-        local_attention=m.local_attention,
-        layer_types=types,
-        rope_parameters={
-            t: {"rope_type": "default", "rope_theta": m.rope_theta(t)} for t in set(types)
-        },
-        embedding_dropout=m.embedding_dropout,
-        attention_dropout=m.attention_dropout,
-        mlp_dropout=m.mlp_dropout,
-        classifier_dropout=m.classifier_dropout,
-        attn_implementation="sdpa",
-        **extra,
-    )
+    from electra.hf.families import MODERNBERT
+
+    fields = MODERNBERT.config_json(MODERNBERT.encoder, m)
+    fields.pop("model_type")
+    return transformers.ModernBertConfig(**fields, attn_implementation="sdpa", **extra)
 
 
 def hf_modern_pair(cfg, device):

@@ -18,6 +18,7 @@ from electra.cli.main import main
 from electra.config import ModelConfig, ObjectiveConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
+from electra.model_config import ModernConfig
 
 # Tests read local folders only; should one name a hub model by mistake, it fails here at once
 # rather than reaching for the network.
@@ -62,6 +63,22 @@ def tiny_model_config(**overrides) -> ModelConfig:
         max_position_embeddings=64,
     )
     return ModelConfig(**{**fields, **overrides})
+
+
+def tiny_modern_config(**overrides) -> ModernConfig:
+    """A three-layer modern encoder (layers 0 and 2 global, 1 local; a local token sees 4 keys
+    each side, so windows matter at 20 tokens and more), in milliseconds."""
+    fields = dict(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=48,
+        pad_token_id=0,
+        global_attn_every_n_layers=2,
+        local_attention=8,
+    )
+    return ModernConfig(**{**fields, **overrides})
 
 
 @pytest.fixture

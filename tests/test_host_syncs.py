@@ -26,12 +26,11 @@ from electra.finetuning.inference import trim
 from electra.finetuning.loop import layerwise_groups, task_step
 from electra.finetuning.packing import pack_batch
 from electra.model import kernels
-from electra.model_config import ModernConfig
 from electra.objectives import OBJECTIVES, build_objective
 from electra.tasks import get_task
 from electra.tasks.tagging import IGNORE
 
-from .conftest import random_batch, tiny_model_config
+from .conftest import random_batch, tiny_model_config, tiny_modern_config
 
 aten = torch.ops.aten
 # Ops whose result the host must wait for: a scalar read, or an output shaped by the data.
@@ -94,15 +93,7 @@ def test_host_reads_are_counted(monkeypatch, gpu_path):
     assert not probe.reads
 
 
-TINY_MODERN = ModernConfig(
-    vocab_size=100,
-    hidden_size=32,
-    num_hidden_layers=3,
-    num_attention_heads=2,
-    intermediate_size=48,
-    pad_token_id=0,
-    local_attention=8,  # windows matter at the batch's 40 tokens
-)
+TINY_MODERN = tiny_modern_config()  # windows matter at the batch's 40 tokens
 
 
 @pytest.mark.parametrize("arch", ["electra", "modernbert"])

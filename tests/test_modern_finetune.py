@@ -22,7 +22,7 @@ from electra.model.modern_heads import (
     ModernBertForSequenceClassification,
     ModernBertForTokenClassification,
 )
-from electra.model.modernbert import ModernBertForPreTraining, ModernConfig
+from electra.model.modernbert import ModernBertForPreTraining
 
 from .conftest import (
     CONTEXT,
@@ -32,6 +32,7 @@ from .conftest import (
     run_cli,
     sentence,
     squad_file,
+    tiny_modern_config,
     write_csv,
 )
 from .test_modernbert import LENGTH, TINY, bigger_weights, hf_config, padded_batch
@@ -173,16 +174,10 @@ def modern_model(tmp_path_factory, task_tokenizer):
     """A tiny random modern discriminator folder, as a modern pretraining run leaves one: windows
     of 8 (4 each side), so local layers matter at fine-tuning's 32 tokens."""
     out = tmp_path_factory.mktemp("modern") / "discriminator"
-    cfg = ModernConfig(
+    cfg = tiny_modern_config(
         vocab_size=task_tokenizer.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=48,
         max_position_embeddings=128,
         pad_token_id=task_tokenizer.token_to_id("[PAD]"),
-        global_attn_every_n_layers=2,
-        local_attention=8,
     )
     torch.manual_seed(0)
     save_pretrained(ModernBertForPreTraining(cfg), out, task_tokenizer)

@@ -41,7 +41,7 @@ from electra.model.modernbert import (
     ModernConfig,
 )
 
-from .conftest import run_cli
+from .conftest import run_cli, tiny_modern_config
 
 transformers = pytest.importorskip("transformers")
 
@@ -65,15 +65,9 @@ def bpe_tokenizer() -> Tokenizer:
 
 TOK = bpe_tokenizer()
 # Layers 0 and 2 global, 1 local; a local token sees 4 each side, so windows matter at length 16.
-CFG = ModernConfig(
+CFG = tiny_modern_config(
     vocab_size=64,
-    hidden_size=32,
-    num_hidden_layers=3,
-    num_attention_heads=2,
-    intermediate_size=48,
     pad_token_id=TOK.token_to_id("[PAD]"),
-    global_attn_every_n_layers=2,
-    local_attention=8,
     global_rope_theta=20_000.0,  # not HF's defaults, so a file that loses them shows it
     local_rope_theta=500.0,
 )

@@ -30,23 +30,20 @@ from electra.objectives.flops import (
 )
 from electra.objectives.sharing import plain
 
-from .conftest import assert_one_line_error, random_batch, run_cli, shared_data
+from .conftest import (
+    assert_one_line_error,
+    random_batch,
+    run_cli,
+    shared_data,
+    tiny_modern_config,
+)
 
 
 def tiny_modern(**overrides) -> ModernConfig:
     """Three layers (global, local, local) with a window narrower than the batch's rows, so that
     both attention kinds take part."""
-    fields = dict(
-        vocab_size=100,
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=48,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        local_attention=16,
-    )
-    return ModernConfig(**{**fields, **overrides})
+    fields = dict(max_position_embeddings=64, global_attn_every_n_layers=3, local_attention=16)
+    return tiny_modern_config(**{**fields, **overrides})
 
 
 # Every objective with each sharing mode it offers (`Objective.sharings`), at the shapes the

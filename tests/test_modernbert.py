@@ -24,19 +24,11 @@ from electra.model.modernbert import (
     rotary,
 )
 
+from .conftest import tiny_modern_config
+
 transformers = pytest.importorskip("transformers")
 
-# Windows matter at length 20 (a local token sees 4 each side); layers 0 and 2 global, 1 local.
-TINY = ModernConfig(
-    vocab_size=100,
-    hidden_size=32,
-    num_hidden_layers=3,
-    num_attention_heads=2,
-    intermediate_size=48,
-    pad_token_id=0,
-    global_attn_every_n_layers=2,
-    local_attention=8,
-)
+TINY = tiny_modern_config()  # windows matter at length 20
 LENGTH = 20
 
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.model.electra import activation
+from electra.model.electra import activation, gather_positions
 from electra.model_config import GLOBAL, LOCAL, ModernConfig
 
 
@@ -47,9 +47,11 @@ def init_weight(weight: torch.Tensor, std: float, cfg: ModernConfig) -> None:
 def rotary(seq_len: int, head_dim: int, theta: float, device: torch.device) -> torch.Tensor:
     """cos and sin of each position's angles, stacked: [2, T, head_dim], fp32. Computed per call
     rather than kept in a buffer, so that casting the model (`.half()`) cannot round the
-    frequencies, and there is nothing to restore after building on the meta device."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
-    angles = torch.outer(torch.arange(seq_len, dtype=torch.float), inv_freq).to(device)
+    frequencies, and there is nothing to restore after building on the meta device. Made on
+    `device`: no host-to-device copy in a step (which a captured CUDA graph could not hold)."""
+    steps = torch.arange(0, head_dim, 2, dtype=torch.float, device=device)
+    inv_freq = 1.0 / (theta ** (steps / head_dim))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float, device=device), inv_freq)
     angles = torch.cat((angles, angles), dim=-1)  # the two halves of a head turn together
     return torch.stack((angles.cos(), angles.sin()))
 
@@ -264,12 +266,6 @@ class ModernBertWithClassifier(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The outputs [..., outputs] of encoder states [..., H]."""
         return self.classifier(self.drop(self.head(hidden)))
-
-
-def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """hidden [B, T, H] at `positions` [B, K] (indices into T): [B, K, H]."""
-    index = positions.long()[..., None].expand(-1, -1, hidden.shape[-1])
-    return hidden.gather(1, index)
 
 
 class ModernBertForMaskedLM(nn.Module):
