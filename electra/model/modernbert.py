@@ -9,7 +9,8 @@ elsewhere (a token sees the keys within `local_attention // 2` of it), and a fin
 
 Module and parameter names are Hugging Face's, so the state dict of `ModernBertModel` here has
 exactly the keys of its HF namesake and export stays a key map. Attention runs through torch's
-SDPA with a boolean mask on every device; packed rows and faster kernels are the next issue's.
+SDPA with a boolean mask on every device; rows that pack several documents are masked so that
+each document sees only itself.
 
 The heads: `ModernBertForMaskedLM` (HF's keys; the generator, with its output head optionally only
 at the masked positions) and `ModernBertForPreTraining` (the RTD discriminator: HF's
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import ElectraError
+from electra.model.documents import same_document
 from electra.model.electra import activation, gather_positions
 from electra.model_config import GLOBAL, LOCAL, ModernConfig
 
@@ -68,20 +70,23 @@ def attention_masks(
     attention_mask: torch.Tensor | None, seq_len: int, half_window: int, device: torch.device
 ) -> dict[str, torch.Tensor | None]:
     """The boolean SDPA mask of each layer type, True where a query may see a key, [B or 1, 1, T, T]
-    (None: see everything). `attention_mask` is a padding mask [B, T] (1 for real tokens) or a
-    boolean [B, 1, T, T] of which keys each query may see (Electric's causal towers). Hidden keys
-    stay hidden; local layers also hide keys more than `half_window` away. Every position may see
-    itself, so that a padded query whose window holds only padding has a key (an all-False row
-    makes SDPA return NaN); real positions never see a padded key, so their outputs are HF's
-    exactly."""
+    (None: see everything). `attention_mask` is [B, T]: 0 for padding, else the number of the
+    document the token belongs to (1 everywhere in a row of one document: an ordinary padding
+    mask), so that the documents packed in one row never see each other (docs/pretraining.md,
+    §Document masking); or a boolean [B, 1, T, T] of which keys each query may see (Electric's
+    causal towers), used as given. Local layers also hide keys more than `half_window` away.
+    Every position may see itself, so that a padded query, which sees no real key, has one (an
+    all-False row makes SDPA return NaN); real positions never see a padded key or another
+    document's, so their outputs are HF's exactly."""
     pos = torch.arange(seq_len, device=device)
     itself = pos[:, None] == pos[None, :]
     window = (pos[:, None] - pos[None, :]).abs() <= half_window  # [T, T]
     if attention_mask is None:
         return {GLOBAL: None, LOCAL: window[None, None]}
-    keys = attention_mask.to(device=device, dtype=torch.bool)
+    keys = attention_mask.to(device)
     if keys.dim() == 2:
-        keys = keys[:, None, None, :]  # [B, 1, 1, T]
+        keys = same_document(keys)
+    keys = keys.bool()
     return {GLOBAL: keys | itself, LOCAL: (keys & window) | itself}
 
 

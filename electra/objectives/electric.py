@@ -42,6 +42,7 @@ from electra.config import (
     generator_config,
 )
 from electra.data.tokenizer import SpecialIds
+from electra.model.documents import same_document
 from electra.model.electra import (
     ElectraEmbeddings,
     ElectraGeneratorPredictions,
@@ -84,11 +85,11 @@ class ClozeTowers(nn.Module):
         t = input_ids.shape[1]
         lower = torch.ones(t, t, dtype=torch.bool, device=input_ids.device).tril()
         eye = torch.eye(t, dtype=torch.bool, device=input_ids.device)
-        keys = attention_mask.bool()[:, None, :]
-        # Query i attends to real keys on its side; always to itself, so that no row of a padded
-        # query is empty (an all-masked softmax row is NaN).
-        ltr = self.ltr(input_ids, token_type_ids, ((lower & keys) | eye)[:, None])
-        rtl = self.rtl(input_ids, token_type_ids, ((lower.T & keys) | eye)[:, None])
+        keys = same_document(attention_mask)  # [B, 1, T, T]
+        # Query i attends to the real keys of its document on its side; always to itself, so
+        # that no row of a padded query is empty (an all-masked softmax row is NaN).
+        ltr = self.ltr(input_ids, token_type_ids, (lower & keys) | eye)
+        rtl = self.rtl(input_ids, token_type_ids, (lower.T & keys) | eye)
         left = F.pad(ltr[:, :-1], (0, 0, 1, 0))  # position t gets ltr[t - 1]
         right = F.pad(rtl[:, 1:], (0, 0, 0, 1))  # and rtl[t + 1]
         return self.cloze_logits(torch.cat([left, right], -1))
@@ -214,7 +215,7 @@ class Electric(Objective):
         with torch.no_grad():  # log q of the token present, a constant of the NCE logit
             log_q = probs.gather(-1, noised[..., None]).squeeze(-1).clamp(min=1e-30).log()
         logit = energy + log_q + math.log(self.cfg.mask_prob / (1 - self.cfg.mask_prob))
-        return cloze_loss, cloze_acc, Detection(logit, noise, attention_mask)
+        return cloze_loss, cloze_acc, Detection(logit, noise, attention_mask != 0)
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor

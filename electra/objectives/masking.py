@@ -43,7 +43,7 @@ def select_positions(
     never a special token or padding: uniform draws with replacement (the official code), or
     `distinct` ones. Returns positions [B, N] and slot weights [B, N]."""
     candidate = predictable(input_ids, attention_mask, special)
-    num_real = attention_mask.sum(1)
+    num_real = (attention_mask != 0).sum(1)  # document numbers, not only 0s and 1s
     count = torch.round(num_real * mask_prob).long().clamp(1, num_slots)
     count = torch.where(candidate.any(1), count, 0)  # a row with no candidate uses no slot
     if distinct:

@@ -110,7 +110,7 @@ class ReplaceMLM(Objective):
             "mlm_acc": c.gen.acc,
             "main_loss": loss.detach(),
             "main_acc": acc,
-            "replaced_frac": weighted_mean(c.replaced.float(), attention_mask),
+            "replaced_frac": weighted_mean(c.replaced.float(), attention_mask != 0),
         }
         return StepOutput(self.cfg.gen_weight * c.gen.loss + loss, stats)
 
@@ -150,7 +150,7 @@ class AllTokensMLM(ReplaceMLM):
             "main_loss": loss.detach(),
             "main_acc": weighted_mean(argmax_hits(probs, input_ids), where),  # the softmax's
             "copy_gate": weighted_mean(torch.sigmoid(gate.detach()), where),
-            "replaced_frac": weighted_mean(c.replaced.float(), attention_mask),
+            "replaced_frac": weighted_mean(c.replaced.float(), attention_mask != 0),
         }
         return StepOutput(self.cfg.gen_weight * c.gen.loss + loss, stats)
 
