@@ -159,6 +159,11 @@ def with_architecture_of(cfg: RunConfig, saved: RunConfig) -> RunConfig:
 class DataConfig:
     path: str | None = None  # a folder written by `electra prepare`
     seq_len: int = 128
+    # Whether the documents `prepare --packing documents` packs into one row attend only within
+    # themselves (docs/pretraining.md, §Document masking); unset: on for the modern family, which
+    # has no absolute positions to tell them apart, and off for the electra family, whose encoder
+    # cannot take it. Folders of one document per row need no mask: the setting changes nothing.
+    document_mask: bool | None = None
 
     def __post_init__(self) -> None:
         none_for_unset(self, {"path": ""})

@@ -66,6 +66,11 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         f"{s['documents']} documents (seq len {args.seq_len}) -> {args.out}\n"
         f"corpus tokens: {text['read']} read, {text['kept']} kept ({kept:.1%}), "
         f"{text['dropped']} dropped"
+        + (
+            f"\n{s['documents_per_row']} documents per row on average (packing documents)"
+            if s["documents_per_row"]
+            else ""
+        )
     )
 
 

@@ -78,10 +78,12 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     pr.add_argument(
         "--packing",
-        choices=["carry", "official"],
+        choices=["carry", "official", "documents"],
         default="carry",
         help="carry (default): a line's overflow opens the next example, nothing is dropped; "
-        "official: Google's builder bit for bit, which discards each example's overflow",
+        "official: Google's builder bit for bit, which discards each example's overflow; "
+        "documents: several whole documents per row, one segment each, document numbers kept "
+        "for document masking (the modern family, long --seq-len)",
     )
     pr.add_argument("--overwrite", action="store_true")
     pr.set_defaults(func=cmd_prepare)

@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 
 from electra.atomic import atomic_dir
 from electra.data.corpus import ReadStats, iter_documents, resolve_paths
+from electra.data.documents import DocumentPacker, frame_rows
 from electra.data.specials import Framing, SpecialIds, check_distinct, framing
 from electra.data.store import (
     FORMAT,
@@ -197,7 +198,7 @@ class CarryingBuilder(ExampleBuilder):
         return self._word_start(tokens, want) or want
 
 
-PACKINGS = ("carry", "official")
+PACKINGS = ("carry", "official", "documents")
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,9 @@ class _PackSettings:
     packing: str
     continuation: frozenset[int]
 
-    def builder(self, index: int) -> ExampleBuilder:
+    def builder(self, index: int) -> ExampleBuilder | DocumentPacker:
+        if self.packing == "documents":
+            return DocumentPacker(self.seq_len, self.continuation, self.framing.single_extra)
         rng = random.Random(f"{self.seed}-{index}")
         extra = (self.framing.single_extra, self.framing.pair_extra)
         if self.packing == "official":
@@ -218,7 +221,7 @@ class _PackSettings:
         return CarryingBuilder(self.seq_len, rng, self.continuation, *extra)
 
 
-_COUNTS = ("single_segment", "random_target", "tokens_read", "tokens_kept")
+_COUNTS = ("single_segment", "random_target", "tokens_read", "tokens_kept", "pieces")
 
 
 @dataclass
@@ -226,6 +229,7 @@ class _Chunk:
     ids: np.ndarray  # [n, seq_len]
     lengths: np.ndarray  # [n, 2] int16: len([CLS] A [SEP]), real length
     counts: dict[str, int]  # the builder's _COUNTS
+    documents: np.ndarray | None = None  # [n, seq_len] uint16 document numbers (packing documents)
 
 
 def _pack_chunk(tok: Tokenizer, index: int, docs: list[list[str]], s: _PackSettings) -> _Chunk:
@@ -240,6 +244,12 @@ def _pack_chunk(tok: Tokenizer, index: int, docs: list[list[str]], s: _PackSetti
             examples += builder.add_line(encoding.ids)
         start += len(doc)
         examples += builder.end_document()
+    counts = {name: getattr(builder, name, 0) for name in _COUNTS}
+    if isinstance(builder, DocumentPacker):
+        before, after = s.framing.single
+        rows = examples + builder.finish()
+        ids, lengths, documents = frame_rows(rows, before, after, s.seq_len, s.pad, s.dtype)
+        return _Chunk(ids, lengths, counts, documents)
 
     ids = np.full((len(examples), s.seq_len), s.pad, dtype=s.dtype)
     lengths = np.empty((len(examples), 2), dtype=np.int16)
@@ -247,7 +257,7 @@ def _pack_chunk(tok: Tokenizer, index: int, docs: list[list[str]], s: _PackSetti
         tokens, type0 = _frame(s.framing, first, second)
         lengths[row] = type0, len(tokens)
         ids[row, : len(tokens)] = tokens
-    return _Chunk(ids, lengths, {name: getattr(builder, name) for name in _COUNTS})
+    return _Chunk(ids, lengths, counts)
 
 
 def _frame(f: Framing, first: list[int], second: list[int]) -> tuple[list[int], int]:
@@ -327,11 +337,13 @@ def _pack_all(
 class _ShardWriter:
     """Collects packed rows and writes them out as shards of `shard_size` examples."""
 
-    def __init__(self, folder: Path, seq_len: int, shard_size: int, dtype: str):
+    def __init__(self, folder: Path, seq_len: int, shard_size: int, dtype: str, documents: bool):
         self.folder = folder
         self.shard_size = shard_size
         self.ids = [np.empty((0, seq_len), dtype=dtype)]
         self.lengths = [np.empty((0, 2), dtype=np.int16)]
+        # Document numbers, where rows pack several documents (packing documents).
+        self.documents = [np.empty((0, seq_len), dtype=np.uint16)] if documents else None
         self.buffered = 0
         self.shards: list[dict] = []
         self.num_examples = 0
@@ -341,6 +353,8 @@ class _ShardWriter:
     def add(self, chunk: _Chunk) -> None:
         self.ids.append(chunk.ids)
         self.lengths.append(chunk.lengths)
+        if self.documents is not None:
+            self.documents.append(chunk.documents)
         self.buffered += len(chunk.ids)
         for name, count in chunk.counts.items():
             self.counts[name] += count
@@ -357,7 +371,13 @@ class _ShardWriter:
         name = f"shard_{len(self.shards):05d}"
         np.save(self.folder / f"{name}.npy", ids[:n])
         np.save(self.folder / f"{name}.len.npy", lengths[:n])
-        self.shards.append({"ids": f"{name}.npy", "lengths": f"{name}.len.npy", "num_examples": n})
+        shard = {"ids": f"{name}.npy", "lengths": f"{name}.len.npy", "num_examples": n}
+        if self.documents is not None:
+            documents = np.concatenate(self.documents)
+            np.save(self.folder / f"{name}.doc.npy", documents[:n])
+            shard["documents"] = f"{name}.doc.npy"
+            self.documents = [documents[n:]]
+        self.shards.append(shard)
         self.num_examples += n
         self.num_tokens += int(lengths[:n, 1].sum(dtype=np.int64))
         self.ids, self.lengths = [ids[n:]], [lengths[n:]]
@@ -415,6 +435,7 @@ def prepare(
         "bad_utf8_lines": stats.bad_utf8_lines,
         "truncated_lines": stats.truncated_lines,
         "text_tokens": meta["text_tokens"],
+        "documents_per_row": meta["builder"].get("documents_per_row"),
     }
 
 
@@ -427,7 +448,7 @@ def _check_prepare_args(
         seq_len,
         MIN_SEQ_LEN,
         MAX_SEQ_LEN,
-        ": ELECTRA uses 128 (small) or 512 (base, large), and lengths are stored as int16",
+        ": ELECTRA uses 128 (small) or 512 (base, large); the modern family reads up to 8192",
     )
     check_int("shard_size", shard_size, 1, None)
     check_int("seed", seed, None, None)
@@ -476,7 +497,8 @@ def _pack_corpus(
 ) -> _ShardWriter:
     """Packs the documents of `paths` into shards in `folder`, counting what is read in `stats`;
     an error when no example came out."""
-    writer = _ShardWriter(folder, settings.seq_len, shard_size, settings.dtype)
+    documents = settings.packing == "documents"
+    writer = _ShardWriter(folder, settings.seq_len, shard_size, settings.dtype, documents)
     docs = iter_documents(paths, stats, max_document_chars=MAX_DOCUMENT_CHARS)
     _pack_all(_chunks(docs), tok, settings, workers, writer.add)
     writer.close()
@@ -497,6 +519,15 @@ def _meta(
     corpus: Sequence[str],
 ) -> dict:
     """The data folder's meta.json: its format, shards, tokenizer and how it was built."""
+    builder = {
+        "packing": settings.packing,
+        "chunk_docs": CHUNK_DOCS,
+        "chunk_chars": CHUNK_CHARS,
+        "single_segment": writer.counts["single_segment"],
+        "random_target": writer.counts["random_target"],
+    }
+    if settings.packing == "documents":
+        builder["documents_per_row"] = round(writer.counts["pieces"] / writer.num_examples, 3)
     return {
         "format": FORMAT,
         "seq_len": settings.seq_len,
@@ -512,13 +543,7 @@ def _meta(
         "corpus": [str(spec) for spec in corpus],
         "read_stats": asdict(stats),
         "text_tokens": _text_tokens(writer.counts),
-        "builder": {
-            "packing": settings.packing,
-            "chunk_docs": CHUNK_DOCS,
-            "chunk_chars": CHUNK_CHARS,
-            "single_segment": writer.counts["single_segment"],
-            "random_target": writer.counts["random_target"],
-        },
+        "builder": builder,
     }
 
 

@@ -40,7 +40,10 @@ class PretrainingData:
                 raise ValueError(f"unknown format {self.meta.get('format')!r}")
             self.seq_len = int(self.meta["seq_len"])
             self.vocab_size = int(self.meta["vocab_size"])
-            shards = [(s["ids"], s["lengths"], int(s["num_examples"])) for s in self.meta["shards"]]
+            shards = [
+                (s["ids"], s["lengths"], s.get("documents"), int(s["num_examples"]))
+                for s in self.meta["shards"]
+            ]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ElectraError(
                 f"{meta_path} is invalid ({e}): rerun `electra prepare` to rebuild the folder"
@@ -63,15 +66,28 @@ class PretrainingData:
 
         self._ids: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []
-        for ids_name, lengths_name, n in shards:
+        # Each token's document number, where rows pack several documents (packing documents).
+        self._documents: list[np.ndarray] = []
+        for ids_name, lengths_name, documents_name, n in shards:
             ids = self._load(ids_name)
             lengths = self._load(lengths_name)
-            if ids.shape != (n, self.seq_len) or lengths.shape != (n, 2):
+            documents = self._load(documents_name) if documents_name else None
+            if (
+                ids.shape != (n, self.seq_len)
+                or lengths.shape != (n, 2)
+                or (documents is not None and documents.shape != ids.shape)
+            ):
                 raise ElectraError(
                     f"shard {self.path / ids_name} does not match meta.json: rerun `electra prepare`"
                 )
             self._ids.append(ids)
             self._lengths.append(lengths)
+            if documents is not None:
+                self._documents.append(documents)
+        if self._documents and len(self._documents) != len(self._ids):
+            raise ElectraError(
+                f"{meta_path} lists document numbers for some shards only: rerun `electra prepare`"
+            )
         counts = [len(ids) for ids in self._ids]
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
 
@@ -97,11 +113,21 @@ class PretrainingData:
                 f"cannot read shard {self.path / name} ({e}): rerun `electra prepare`"
             ) from None
 
+    @property
+    def packs_documents(self) -> bool:
+        """Whether rows may hold several documents, whose numbers `batch` can give."""
+        return bool(self._documents)
+
     def __len__(self) -> int:
         return int(self._starts[-1])
 
-    def batch(self, indices: np.ndarray | torch.Tensor) -> dict[str, torch.Tensor]:
-        """input_ids, token_type_ids and attention_mask (int64 [B, T]) for these examples."""
+    def batch(
+        self, indices: np.ndarray | torch.Tensor, documents: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """input_ids, token_type_ids and attention_mask (int64 [B, T]) for these examples. With
+        `documents`, where rows pack several documents, attention_mask holds each token's document
+        number (0 for padding), which document-masked attention reads; else it is 1 for every
+        real token."""
         import torch  # here, not at the top: prepare's spawned workers need not load torch
 
         if isinstance(indices, torch.Tensor):
@@ -111,19 +137,24 @@ class PretrainingData:
             raise IndexError(f"example index out of range 0..{len(self) - 1}")
         ids = np.empty((len(indices), self.seq_len), dtype=np.int64)
         lengths = np.empty((len(indices), 2), dtype=np.int64)
+        numbers = np.empty_like(ids) if documents and self._documents else None
         shard_of = np.searchsorted(self._starts, indices, side="right") - 1
         for shard in np.unique(shard_of):
             rows = np.flatnonzero(shard_of == shard)
             local = indices[rows] - self._starts[shard]
             ids[rows] = self._ids[shard][local]
             lengths[rows] = self._lengths[shard][local]
+            if numbers is not None:
+                numbers[rows] = self._documents[shard][local]
         positions = np.arange(self.seq_len)
         attention = positions < lengths[:, 1:2]
         token_type = attention & (positions >= lengths[:, 0:1])
         return {
             "input_ids": torch.from_numpy(ids),
             "token_type_ids": torch.from_numpy(token_type.astype(np.int64)),
-            "attention_mask": torch.from_numpy(attention.astype(np.int64)),
+            "attention_mask": torch.from_numpy(
+                attention.astype(np.int64) if numbers is None else numbers
+            ),
         }
 
 
@@ -135,7 +166,13 @@ class BatchStream:
     """
 
     def __init__(
-        self, data: PretrainingData, batch_size: int, seed: int, rank: int = 0, world_size: int = 1
+        self,
+        data: PretrainingData,
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        documents: bool = False,
     ):
         check_int("batch_size", batch_size, 1, None)
         check_int("world_size", world_size, 1, None)
@@ -146,6 +183,7 @@ class BatchStream:
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
+        self.documents = documents  # give document numbers (`PretrainingData.batch`)
         self.step_size = batch_size * world_size
         if len(data) < self.step_size:
             raise ElectraError(
@@ -186,7 +224,7 @@ class BatchStream:
         indices = self._epoch_permutation()[start : start + self.batch_size]
         self.offset += self.step_size
         self._skip_incomplete()
-        return self.data.batch(indices)
+        return self.data.batch(indices, self.documents)
 
     def _skip_incomplete(self) -> None:
         if self.offset + self.step_size > len(self.data):

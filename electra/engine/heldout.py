@@ -57,7 +57,7 @@ def corrupt_and_score(
     generator, discriminator = prepare_model(generator, cpu), prepare_model(discriminator, cpu)
     data = PretrainingData(data_dir)
     corruption = Objective(cfg.objective, data.special, data.seq_len)
-    batch = data.batch(np.arange(min(len(data), max_examples)))
+    batch = data.batch(np.arange(min(len(data), max_examples)), bool(cfg.data.document_mask))
     ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
     with torch.no_grad(), torch.random.fork_rng():
         torch.manual_seed(seed)

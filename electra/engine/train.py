@@ -94,7 +94,20 @@ def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) 
         )
     vocab = cfg.model.vocab_size if keep_vocab else data.vocab_size
     model = replace(cfg.model, vocab_size=vocab, pad_token_id=data.special.pad)
-    return replace(cfg, model=model, data=replace(cfg.data, seq_len=data.seq_len))
+    data_cfg = replace(cfg.data, seq_len=data.seq_len, document_mask=document_mask(cfg))
+    return replace(cfg, model=model, data=data_cfg)
+
+
+def document_mask(cfg: RunConfig) -> bool:
+    """`data.document_mask` resolved: unset is on for the modern family; the electra family's
+    encoder takes only padding masks."""
+    modern = cfg.model.arch == "modernbert"
+    if cfg.data.document_mask and not modern:
+        raise ElectraError(
+            "data.document_mask=true needs model.arch modernbert: the electra family's encoder "
+            "attends across a row's documents; leave the setting unset or false"
+        )
+    return modern if cfg.data.document_mask is None else cfg.data.document_mask
 
 
 def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
@@ -322,7 +335,9 @@ def build(
     )  # step 1 of electra.engine.runtime's order
     groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
     optimizer = build_optimizer(groups, cfg.train, device)
-    stream = BatchStream(data, micro_batch, cfg.train.seed, world.rank, world.world_size)
+    stream = BatchStream(
+        data, micro_batch, cfg.train.seed, world.rank, world.world_size, cfg.data.document_mask
+    )
     stop = min(cfg.train.steps, cfg.train.stop_after or cfg.train.steps)
     run = Run(
         cfg, run_dir, data, world, runtime, objective, model, optimizer, stream, micro_batch, stop
@@ -362,6 +377,14 @@ def open_run_dir(run: Run, fresh: bool) -> None:
         f"({CONVENTIONS[logged_convention(cfg)]})",
         file=sys.stderr,
     )
+    if run.data.packs_documents:
+        per_row = run.data.meta["builder"].get("documents_per_row", "several")
+        attend = (
+            "each attends only to itself (data.document_mask)"
+            if cfg.data.document_mask
+            else "they attend to each other (data.document_mask false)"
+        )
+        print(f"rows pack {per_row} documents on average; {attend}", file=sys.stderr)
 
 
 def step_function(run: Run) -> Callable[..., torch.Tensor]:

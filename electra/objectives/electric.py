@@ -92,6 +92,10 @@ class ClozeTowers(nn.Module):
         rtl = self.rtl(input_ids, token_type_ids, (lower.T & keys) | eye)
         left = F.pad(ltr[:, :-1], (0, 0, 1, 0))  # position t gets ltr[t - 1]
         right = F.pad(rtl[:, 1:], (0, 0, 0, 1))  # and rtl[t + 1]
+        # ... of its own document only: a packed row's next document is not its context.
+        docs = attention_mask[:, :, None]
+        left = left * (F.pad(docs[:, :-1], (0, 0, 1, 0)) == docs)
+        right = right * (F.pad(docs[:, 1:], (0, 0, 0, 1)) == docs)
         return self.cloze_logits(torch.cat([left, right], -1))
 
     def cloze_logits(self, both: torch.Tensor) -> torch.Tensor:
