@@ -159,6 +159,28 @@ def test_a_four_dimensional_mask_is_honoured(path, reference_kernel):
     assert (got - want).abs().max() < 1e-5
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["flex", "varlen"])
+def test_the_real_kernels_equal_masked_sdpa_on_a_gpu(path):
+    """On a GPU, the kernels themselves: flex (compiled) in fp32 to 1e-4, outputs and gradients;
+    varlen (flash, bf16 only) against SDPA under the same bf16 autocast, to bf16's rounding."""
+    cuda = torch.device("cuda")
+    docs = packed_rows().to(cuda)
+    ids = torch.randint(5, 100, docs.shape, generator=torch.Generator().manual_seed(5)).to(cuda)
+    dtype = torch.bfloat16 if path == "varlen" else torch.float32
+    outs, grads = [], []
+    for p in ("sdpa", path):
+        model = encoder(p).to(cuda).train()
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+            out = model(ids, attention_mask=docs).float()
+        out[docs != 0].square().sum().backward()
+        outs.append(out[docs != 0].detach())
+        grads.append(model.layers[1].attn.Wqkv.weight.grad)  # a local layer's
+    tolerance = 5e-2 if path == "varlen" else 1e-4
+    assert (outs[1] - outs[0]).abs().max() < tolerance
+    assert torch.allclose(grads[1], grads[0], atol=tolerance, rtol=tolerance)
+
+
 def test_flex_has_no_backward_on_cpu():
     """Why flex cannot train on CPU (the runtime refuses it there): PyTorch's own error today.
     Should a release add the backward, this fails, and CPU training with flex can be allowed."""
