@@ -16,6 +16,9 @@ clipping, on the same random token batches, and are timed in alternation in one 
 `benchmarks/modern_peers.py` wires from `transformers`' ModernBERT classes: `careful`, the same
 hand-wired RTD loop, and `hf-mlm`, an MLM step of `ModernBertForMaskedLM` at the discriminator's size.
 
+`--attention flex|varlen` runs ours on the modern family's other attention paths
+(`electra.model.attention`, `train.attention`; CUDA, varlen in bf16); the peers keep SDPA.
+
 `--compile` compiles our objective and the careful peer's forward and losses alike
 (`--compile-mode reduce-overhead` replays them as CUDA graphs on a GPU).
 
@@ -47,13 +50,15 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from electra.config import COMPILE_MODES, generator_config, preset
+from electra.config import ATTENTION_PATHS, COMPILE_MODES, generator_config, preset
 from electra.data.tokenizer import SpecialIds
 from electra.engine.graphs import GraphedTrainStep
 from electra.engine.host_memory import keep_freed_memory
 from electra.engine.optim import build_optimizer, param_groups
-from electra.engine.runtime import prepare_model
+from electra.engine.runtime import Runtime
 from electra.engine.step import Window, train_step
+from electra.errors import ElectraError
+from electra.model.attention import check_attention
 from electra.model.kernels import onednn_mm
 from electra.objectives import build_objective
 from electra.objectives.flops import model_flops_per_step
@@ -71,7 +76,11 @@ def run_config(args):
         cfg,
         data=replace(cfg.data, seq_len=args.seq_len),
         train=replace(
-            cfg.train, batch_size=args.batch, device=args.device, precision=args.precision
+            cfg.train,
+            batch_size=args.batch,
+            device=args.device,
+            precision=args.precision,
+            attention=args.attention,
         ),
     )
 
@@ -126,7 +135,7 @@ def ours(cfg, device):
     """The trainer's own step (`electra.engine.step.train_step`: statistics window, non-finite guard
     and all), or with --cuda-graph its whole-step CUDA graph (`electra.engine.graphs`)."""
     objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len)
-    objective = prepare_model(objective, device, cfg.train.kernels)
+    objective = Runtime.of(cfg.train, device).prepare(objective)  # kernels, attention path
     optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
     params = list(objective.parameters())
     fn = compiled(objective, cfg)
@@ -345,6 +354,8 @@ def check_arch(p, args):
             f"--impls {' '.join(other)}: not an implementation of --arch {args.arch}; "
             f"use {', '.join(impls)}"
         )
+    if args.attention != "sdpa" and args.arch != "modernbert":
+        p.error(f"--attention {args.attention} is a path of the modern family: --arch modernbert")
     arch = preset(args.preset).model.arch
     if arch != args.arch:
         p.error(
@@ -373,6 +384,13 @@ def main() -> None:
         help="torch.compile the forward and loss of ours and careful",
     )
     p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES)
+    p.add_argument(
+        "--attention",
+        choices=ATTENTION_PATHS,
+        default="sdpa",
+        help="ours' attention path on --arch modernbert (train.attention; flex and varlen on "
+        "CUDA, varlen in bf16); the peers keep SDPA",
+    )
     p.add_argument(
         "--cuda-graph",
         action="store_true",
@@ -411,6 +429,10 @@ def main() -> None:
     )
     args = p.parse_args()
     check_arch(p, args)
+    try:
+        check_attention(args.attention, torch.device(args.device), args.precision)
+    except ElectraError as e:
+        p.error(str(e))
     if torch.device(args.device).type == "cpu" and not args.default_malloc:
         keep_freed_memory()
     if args.memory_of:
@@ -451,6 +473,7 @@ def main() -> None:
         "precision": args.precision,
         "compile": args.compile and args.compile_mode,
         "ours_cuda_graph": args.cuda_graph,
+        "ours_attention": args.attention,
         "malloc": "default" if args.default_malloc else "keep freed memory",
         "device": machine,
         "model_flops_per_step": flops,

@@ -135,6 +135,9 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile's CUDA graphs
 PARALLEL_MODES = ("ddp", "fsdp")
 KERNELS = ("auto", "stock")
+# The modern encoder's attention paths (electra.model.attention; docs/performance.md, §Attention
+# paths of the modern family).
+ATTENTION_PATHS = ("sdpa", "flex", "varlen")
 
 # Objective fields that shape the networks: a resumed run takes them from its checkpoint.
 ARCHITECTURE_FIELDS = (
@@ -210,6 +213,10 @@ class RuntimeConfig:
     # linear, cheap dropout bits, per-head attention) where they are faster; stock keeps plain
     # PyTorch layers and SDPA everywhere.
     kernels: str = "auto"
+    # The modern family's attention (electra.model.attention): sdpa (masked SDPA, every device),
+    # flex (FlexAttention under block masks) or varlen (flash variable-length, one sequence per
+    # document); flex and varlen train on CUDA only. The electra family runs sdpa.
+    attention: str = "sdpa"
     progress: bool = True  # a progress bar on stderr
 
     def __post_init__(self) -> None:
@@ -218,6 +225,8 @@ class RuntimeConfig:
             raise ElectraError(f"{s}precision={self.precision!r}: use auto, fp32 or bf16")
         if self.kernels not in KERNELS:
             raise ElectraError(f"{s}kernels={self.kernels!r}: use {' or '.join(KERNELS)}")
+        if self.attention not in ATTENTION_PATHS:
+            raise ElectraError(f"{s}attention={self.attention!r}: use {', '.join(ATTENTION_PATHS)}")
         if self.compile_mode not in COMPILE_MODES:
             raise ElectraError(
                 f"{s}compile_mode={self.compile_mode!r}: use {', '.join(COMPILE_MODES)}"
@@ -237,7 +246,7 @@ RuntimeConfigT = TypeVar("RuntimeConfigT", bound=RuntimeConfig)
 class InferenceRuntime:
     """The runtime of a fine-tuned model run on new data (`electra evaluate`, `predict`,
     `electra.Predictor`): on the device `auto` picks, with a progress bar, never compiled (compiling
-    pays only over a long training run); the settings left unset (None) are the ones it was
+    pays only over a long training run), attention through masked SDPA; the settings left unset (None) are the ones it was
     fine-tuned with. The command line's flags are `RuntimeConfig`'s of the same names."""
 
     device: str = "auto"
@@ -249,7 +258,9 @@ class InferenceRuntime:
     def over(self, cfg: RuntimeConfigT) -> RuntimeConfigT:
         """`cfg` (a fine-tuned model's settings) with these settings on it, checked as its own."""
         given = {f.name: getattr(self, f.name) for f in fields(self)}
-        return replace(cfg, compile=False, **{k: v for k, v in given.items() if v is not None})
+        # Prediction runs the plain masked SDPA on any device, whatever path trained the model.
+        given = {k: v for k, v in given.items() if v is not None}
+        return replace(cfg, compile=False, attention="sdpa", **given)
 
 
 @dataclass

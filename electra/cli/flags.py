@@ -65,6 +65,7 @@ PRETRAIN_ALIASES = {
     "train.precision": "--precision",
     "train.compile": "--compile",
     "train.cuda_graph": "--cuda-graph",
+    "train.attention": "--attention",
     "train.init_from": "--init-from",
 }
 _CONFIG_FLAG = "config_flag:"  # the prefix of a generated flag's dest, to find them again

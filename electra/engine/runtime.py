@@ -33,6 +33,7 @@ from electra.engine.graphs import GraphedTrainStep, ShapeGraphs
 from electra.engine.host_memory import keep_freed_memory
 from electra.engine.step import autocast, train_step
 from electra.errors import ElectraError
+from electra.model.attention import check_attention, check_model, use_attention
 from electra.model.kernels import onednn_linear_enabled, use_kernels
 from electra.objectives import StepOutput
 
@@ -80,8 +81,10 @@ def configure_process(device: torch.device) -> None:
 class Runtime:
     """How a loop runs its model: on `device`, in `precision` (auto, fp32, bf16), compiled
     (`compile`, in `compile_mode`) and with the step captured in CUDA graphs (`cuda_graph`, which
-    also gives the batches static shapes). The `kernels` setting acts once, on the built model
-    (`prepare`), not on every step."""
+    also gives the batches static shapes). The `kernels` and `attention` settings act once, on the
+    built model (`prepare`), not on every step; an attention path the device cannot train on is
+    refused as the runtime is made (`electra.model.attention.check_attention`). `section` is how
+    the user names these settings in messages ("train." in pretraining)."""
 
     device: torch.device
     precision: str = "auto"
@@ -89,6 +92,11 @@ class Runtime:
     compile_mode: str = "default"
     cuda_graph: bool = False
     kernels: str = "auto"
+    attention: str = "sdpa"
+    section: str = ""
+
+    def __post_init__(self) -> None:
+        check_attention(self.attention, self.device, self.precision, self.section)
 
     @classmethod
     def from_config(
@@ -109,23 +117,36 @@ class Runtime:
     @classmethod
     def of(cls, cfg: RuntimeConfig, device: torch.device) -> Runtime:
         """The runtime `cfg` asks for on a device already chosen (a test's or a benchmark's)."""
-        return cls(
-            device, cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph, cfg.kernels
-        )
+        settings = (cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph, cfg.kernels)
+        return cls(device, *settings, cfg.attention, cfg.section)
 
     def prepare(self, model: nn.Module) -> nn.Module:
         """A built model made ready to run on this runtime (`prepare_model`)."""
-        return prepare_model(model, self.device, self.kernels)
+        return prepare_model(model, self.device, self.kernels, self.attention, self.section)
+
+    def check_model(self, model_cfg: Any) -> None:
+        """Refuses a model config the `attention` path cannot run, before the model is built
+        (`electra.model.attention.check_model`)."""
+        check_model(self.attention, model_cfg, self.section)
 
     def autocast(self, cache_casts: bool = True) -> contextlib.AbstractContextManager:
         """This runtime's autocast (`electra.engine.step.autocast`)."""
         return autocast(self.device, self.precision, cache_casts)
 
 
-def prepare_model(model: nn.Module, device: torch.device, kernels: str = "auto") -> nn.Module:
+def prepare_model(
+    model: nn.Module,
+    device: torch.device,
+    kernels: str = "auto",
+    attention: str = "sdpa",
+    section: str = "",
+) -> nn.Module:
     """A built model made ready to run, before step 1 of the order: moved to `device`, with the
     kernels the `kernels` setting names (`electra.model.kernels.use_kernels`: on CPU, auto swaps in the
-    CPU kernels). Pretraining, fine-tuning and prediction all call it."""
+    CPU kernels) and its modern encoders attending by the `attention` path
+    (`electra.model.attention.use_attention`; the electra family refuses any but sdpa).
+    Pretraining, fine-tuning and prediction all call it."""
+    model = use_attention(model, attention, section)
     return use_kernels(model.to(device), kernels, device)
 
 

@@ -146,6 +146,7 @@ def _finetune_job(
     model_cfg = with_dropout(model_cfg, cfg.dropout)
     check_head(task, model_cfg)
     runtime = Runtime.from_config(cfg)
+    runtime.check_model(model_cfg)  # its attention path: before anything is written
     check_graphable(cfg, runtime.device)
 
     files = task.resolve(one_file_as_train(data))  # the one look-up of the split files

@@ -9,7 +9,8 @@ elsewhere (a token sees the keys within `local_attention // 2` of it), and a fin
 
 Module and parameter names are Hugging Face's, so the state dict of `ModernBertModel` here has
 exactly the keys of its HF namesake and export stays a key map. Attention runs through torch's
-SDPA with a boolean mask on every device; rows that pack several documents are masked so that
+SDPA with a boolean mask on every device (or, as the `attention` setting asks, FlexAttention or
+flash varlen: `electra.model.attention`); rows that pack several documents are masked so that
 each document sees only itself.
 
 The heads: `ModernBertForMaskedLM` (HF's keys; the generator, with its output head optionally only
@@ -26,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import ElectraError
+from electra.model.attention import PathMask, path_masks
 from electra.model.documents import same_document
 from electra.model.electra import activation, gather_positions
 from electra.model_config import GLOBAL, LOCAL, ModernConfig
@@ -127,7 +129,10 @@ class ModernBertAttention(nn.Module):
         q, k, v = self.Wqkv(x).view(b, t, 3, self.num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = apply_rotary(q, rope), apply_rotary(k, rope)
         p = self.dropout_p if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        if isinstance(mask, PathMask):  # flex or varlen (electra.model.attention)
+            out = mask.attend(q, k, v)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, t, h)))
 
 
@@ -169,6 +174,9 @@ class ModernBertEncoderLayer(nn.Module):
 class ModernBertModel(nn.Module):
     """The encoder: token ids (and a padding mask, 1 for real tokens) to the final hidden states
     [B, T, H]."""
+
+    # How the layers attend: sdpa, flex or varlen (`electra.model.attention.use_attention`).
+    attention_path = "sdpa"
 
     def __init__(self, cfg: ModernConfig, embeddings: nn.Module | None = None):
         super().__init__()
@@ -216,8 +224,11 @@ class ModernBertModel(nn.Module):
                 f"{cfg.max_position_embeddings}: shorten it or raise the limit"
             )
         x = self.embeddings(input_ids)
-        masks = attention_masks(attention_mask, t, cfg.local_attention // 2, device)
         kinds = {layer.attention_type for layer in self.layers}
+        half, shape = cfg.local_attention // 2, input_ids.shape
+        masks = path_masks(self.attention_path, attention_mask, shape, half, device, kinds)
+        if masks is None:  # the plain masked SDPA
+            masks = attention_masks(attention_mask, t, half, device)
         ropes = {kind: rotary(t, cfg.head_dim, cfg.rope_theta(kind), device) for kind in kinds}
         for layer in self.layers:
             x = layer(x, masks[layer.attention_type], ropes[layer.attention_type])
