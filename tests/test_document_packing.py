@@ -61,22 +61,24 @@ def test_framed_rows_number_their_documents_and_pad_with_zero():
     assert lengths.tolist() == [[7, 7]]
 
 
+def lines(d, n, words):
+    """Document d: n lines of `words` words."""
+    return "\n".join(
+        " ".join(WORDS[(d * 5 + i + j) % len(WORDS)] for j in range(words)) for i in range(n)
+    )
+
+
+def write_corpus(root, docs):
+    """c.txt (documents separated by blank lines) and a WordPiece tokenizer of it in tok/."""
+    (root / "c.txt").write_text("\n\n".join(docs) + "\n")
+    tokenizer = train_tokenizer([root / "c.txt"], vocab_size=200, min_frequency=1)
+    save_tokenizer(tokenizer, root / "tok", lowercase=True)
+
+
 @pytest.fixture(scope="module")
 def corpus_and_tokenizer(tmp_path_factory):
     root = tmp_path_factory.mktemp("docs")
-    docs = [
-        "\n".join(
-            " ".join(WORDS[(d * 5 + i + j) % len(WORDS)] for j in range(3 + d % 9))
-            for i in range(1 + d % 4)
-        )
-        for d in range(300)
-    ]
-    (root / "c.txt").write_text("\n\n".join(docs) + "\n")
-    save_tokenizer(
-        train_tokenizer([root / "c.txt"], vocab_size=200, min_frequency=1),
-        root / "tok",
-        lowercase=True,
-    )
+    write_corpus(root, [lines(d, 1 + d % 4, 3 + d % 9) for d in range(300)])
     return root
 
 
@@ -157,106 +159,51 @@ def test_electric_towers_stay_within_their_document(special):
 
 
 def documents_folder(tmp_path, capsys, seq_len):
-    corpus = tmp_path / "c.txt"
-    docs = [
-        "\n".join(
-            " ".join(WORDS[(d + i * 3 + j) % len(WORDS)] for j in range(40)) for i in range(3)
-        )
-        for d in range(60)
-    ]
-    corpus.write_text("\n\n".join(docs) + "\n")
-    save_tokenizer(
-        train_tokenizer([corpus], vocab_size=200, min_frequency=1), tmp_path / "tok", lowercase=True
-    )
+    write_corpus(tmp_path, [lines(d, 3, 40) for d in range(60)])
+    flags = f"--seq-len {seq_len} --packing documents --workers 1".split()
+    tok, out = tmp_path / "tok", tmp_path / "data"
     code, _, err = run_cli(
-        capsys,
-        "prepare",
-        corpus,
-        "--tokenizer",
-        tmp_path / "tok",
-        "--seq-len",
-        seq_len,
-        "--packing",
-        "documents",
-        "--out",
-        tmp_path / "data",
-        "--workers",
-        1,
+        capsys, "prepare", tmp_path / "c.txt", "--tokenizer", tok, "--out", out, *flags
     )
     assert code == 0, err
-    return tmp_path / "data"
+    return out
 
 
-TINY_MODERN = [
-    "--model.hidden_size",
-    "32",
-    "--model.intermediate_size",
-    "48",
-    "--model.num_attention_heads",
-    "2",
-    "--train.batch_size",
-    "2",
-    "--train.steps",
-    "2",
-    "--train.progress",
-    "false",
-    "--train.tensorboard",
-    "false",
-]
+TINY = {
+    "model.hidden_size": 32,
+    "model.intermediate_size": 48,
+    "model.num_attention_heads": 2,
+    "train.batch_size": 2,
+    "train.steps": 2,
+    "train.log_every": 1,
+    "train.progress": "false",
+    "train.tensorboard": "false",
+}
+TINY_MODERN = [flag for key, value in TINY.items() for flag in (f"--{key}", str(value))]
+
+
+def pretrain_cli(capsys, preset, data, out, *flags):
+    return run_cli(capsys, "pretrain", "--preset", preset, "--data", data, "--out", out, *flags)
 
 
 def test_pretraining_at_seq_len_1024_on_documents(tmp_path, capsys):
     data = documents_folder(tmp_path, capsys, 1024)
-    code, _, err = run_cli(
-        capsys,
-        "pretrain",
-        "--preset",
-        "modern-tiny",
-        "--data",
-        data,
-        "--out",
-        tmp_path / "run",
-        *TINY_MODERN,
-    )
+    code, _, err = pretrain_cli(capsys, "modern-tiny", data, tmp_path / "run", *TINY_MODERN)
     assert code == 0, err
     assert "documents on average; each attends only to itself" in err
     cfg = json.loads((tmp_path / "run" / "config.json").read_text())
     assert cfg["data"] == {"path": str(data), "seq_len": 1024, "document_mask": True}
-    losses = [
-        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
-    ]
-    assert all(np.isfinite(r["loss"]) for r in losses if "loss" in r)
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    losses = [json.loads(line)["loss"] for line in lines]
+    assert len(losses) == 2 and np.isfinite(losses).all()
 
 
 def test_settings_that_cannot_run_are_one_line_and_write_nothing(tmp_path, capsys):
     data = documents_folder(tmp_path, capsys, 128)
-    code, _, err = run_cli(
-        capsys,
-        "pretrain",
-        "--preset",
-        "tiny",
-        "--data",
-        data,
-        "--out",
-        tmp_path / "r1",
-        "--data.document_mask",
-        "true",
-        "--train.steps",
-        "1",
-    )
+    flags = ("--data.document_mask", "true", "--train.steps", "1")
+    code, _, err = pretrain_cli(capsys, "tiny", data, tmp_path / "r1", *flags)
     assert_one_line_error(code, err, "data.document_mask=true needs model.arch modernbert")
-    code, _, err = run_cli(
-        capsys,
-        "pretrain",
-        "--preset",
-        "modern-tiny",
-        "--data",
-        data,
-        "--out",
-        tmp_path / "r2",
-        "--model.max_position_embeddings",
-        "64",
-        *TINY_MODERN,
-    )
+    flags = ("--model.max_position_embeddings", "64", *TINY_MODERN)
+    code, _, err = pretrain_cli(capsys, "modern-tiny", data, tmp_path / "r2", *flags)
     assert_one_line_error(code, err, "model.max_position_embeddings=64", "seq len 128")
     assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
