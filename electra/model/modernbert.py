@@ -172,7 +172,8 @@ class ModernBertEncoderLayer(nn.Module):
 
 
 class ModernBertModel(nn.Module):
-    """The encoder: token ids (and a padding mask, 1 for real tokens) to the final hidden states
+    """The encoder: token ids (and an attention mask: 0 for padding, else the token's document
+    number, so 1 for every real token of a row holding one document) to the final hidden states
     [B, T, H]."""
 
     # How the layers attend: sdpa, flex or varlen (`electra.model.attention.use_attention`).
