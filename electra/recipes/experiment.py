@@ -30,7 +30,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -131,8 +131,10 @@ def check_shared_settings(plan: Plan, arm: Arm, model: Any) -> None:
     """A --pretrain-set `model.` setting of one family only is refused for an arm of the other
     (ModernBERT has no `embedding_size`, ELECTRA no `local_attention`): it belongs in the arms of
     its family. Said here, since the pretrain-set's keys would otherwise read as the arm's."""
+    mine = {f"model.{f.name}" for f in fields(model)}
     for key, value in plan.pretrain_set.items():
-        if key not in arm.overrides and other_family(key, model, "--pretrain-set"):
+        theirs = key not in mine and other_family(key, model, "--pretrain-set")
+        if theirs and key not in arm.overrides:
             raise ElectraError(
                 f"--pretrain-set {key}={value} is not a setting of arm {arm.label} (model.arch="
                 f"{model.arch}): give it only to the arms of the family that has it "
