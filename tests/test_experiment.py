@@ -13,7 +13,14 @@ from electra.objectives.flops import official_train_flops, train_flops
 from electra.recipes import experiment
 from electra.recipes.experiment import Arm, Plan, arm_config, parse_arm, resolve
 
-from .conftest import TINY_OVERRIDES, shared_data
+from .conftest import (
+    TINY_OVERRIDES,
+    assert_one_line_error,
+    glue_rows,
+    run_cli,
+    shared_data,
+    write_csv,
+)
 
 
 def test_arms_parse():
@@ -25,6 +32,8 @@ def test_arms_parse():
         parse_arm("bert")
     with pytest.raises(ElectraError, match="is not section.field=value"):
         parse_arm("x:lr=1")
+    arm = parse_arm("modern-mlm:preset=modern-tiny,objective.name=mlm")  # its own preset
+    assert arm.overrides == {"preset": "modern-tiny", "objective.name": "mlm"}
 
 
 def _plan(data, glue, **kw):
@@ -86,6 +95,100 @@ def test_modern_arms_are_matched_in_the_model_convention(wikitext_data):
     flops = lambda s: train_flops(arm_config(plan, plan.arms[1], s, data), "model")  # noqa: E731
     assert flops(info["steps"]) <= budget < flops(info["steps"] + 1)
     assert "convention" not in resolve(_plan(wikitext_data, shared_data("glue")), data)
+
+
+# The sizes both families have: ModernBERT has no embedding_size (ELECTRA arms take it in the arm).
+SHARED = {k: v for k, v in TINY_OVERRIDES.items() if k != "model.embedding_size"}
+ELECTRA_RTD = "electra-rtd:preset=tiny,model.embedding_size=16"
+MODERN_MLM = "modern-mlm:preset=modern-tiny,objective.name=mlm"
+
+
+def test_arms_cross_architecture_and_objective(wikitext_data):
+    """Arms of either family and either objective (each from its own preset) are budgeted in one
+    convention, each taking the steps its cost per step allows; a setting that does not fit an
+    arm is one line naming the arm and the setting."""
+    arms = [
+        ELECTRA_RTD,
+        MODERN_MLM,
+        "modern-rtd:preset=modern-tiny",
+        "electra-mlm:objective.name=mlm",
+    ]
+    plan = _plan(wikitext_data, shared_data("glue"), arms=list(map(parse_arm, arms)))
+    plan.pretrain_set = SHARED
+    data = PretrainingData(str(wikitext_data))
+    resolved = resolve(plan, data)
+    assert resolved["convention"] == "model"
+    budget, info = resolved["budget"], resolved["arms"]
+    for arm in plan.arms:
+        cfg = arm_config(plan, arm, 1, data)
+        per_step = train_flops(cfg, "model")
+        steps = info[arm.label]["steps"]
+        # steps ∝ 1 / cost per step: the most whole steps within the budget
+        assert steps * per_step <= budget * (1 + 1e-12) < (steps + 1) * per_step
+        assert (info[arm.label]["arch"], info[arm.label]["objective"]) == (
+            cfg.model.arch,
+            cfg.objective.name,
+        )
+    assert [info[a]["arch"] for a in ("electra-rtd", "modern-mlm", "modern-rtd")] == [
+        "electra",
+        "modernbert",
+        "modernbert",
+    ]
+    assert info["modern-mlm"]["steps"] > info["modern-rtd"]["steps"]  # one network, no generator
+    modern = arm_config(plan, plan.arms[2], 1, data)
+    assert (modern.model.hidden_size, modern.objective.generator_hidden_fraction) == (32, 1.0)
+    assert arm_config(plan, plan.arms[0], 1, data).model.embedding_size == 16
+
+    plan.pretrain_set = TINY_OVERRIDES  # model.embedding_size for the modern arms too
+    with pytest.raises(ElectraError) as e:
+        resolve(plan, data)
+    assert "--pretrain-set model.embedding_size=16" in str(e.value)
+    assert "arm modern-mlm (model.arch=modernbert)" in str(e.value)
+    plan.pretrain_set = SHARED
+    plan.arms = [parse_arm("narrow:preset=modern-tiny,objective.generator_hidden_fraction=0.5")]
+    with pytest.raises(ElectraError, match="^arm narrow: objective.sharing=embeddings with"):
+        resolve(plan, data)
+    plan.arms = [parse_arm("typo:preset=modern-tiyn")]
+    with pytest.raises(ElectraError, match="^arm typo: unknown preset 'modern-tiyn'"):
+        resolve(plan, data)
+
+
+def test_an_experiment_across_architecture_and_objective(wikitext_data, tmp_path, capsys):
+    """ELECTRA-family RTD against modern-family MLM, on a task on the user's own files: each
+    arm's checkpoint exports and fine-tunes (the discriminator, BERT's one network), and the
+    table names each arm with its architecture."""
+    rows = [
+        [r["sentence"], ("negative", "positive")[int(r["label"])]]
+        for r in glue_rows("SST-2", "train", 24)
+    ]
+    task = tmp_path / "sst"
+    write_csv(task / "train.csv", ["text", "label"], rows)
+    write_csv(task / "dev.csv", ["text", "label"], rows[:8])
+    out = tmp_path / "xp"
+    args = ["experiment", "--data", wikitext_data, "--out", out, "--arm", ELECTRA_RTD]
+    args += ["--arm", MODERN_MLM, "--steps", "6", "--seeds", "2"]
+    args += ["--task", "classification", "--task-data", task]
+    args += ["--pretrain-set", *[f"{k}={v}" for k, v in SHARED.items()]]
+    args += ["--finetune-set", "epochs=1", "max_seq_len=32", "device=cpu"]
+    code, table, err = run_cli(capsys, *args)
+    assert code == 0, err
+    plan = json.loads((out / "experiment.json").read_text())
+    steps = {label: arm["steps"] for label, arm in plan["arms"].items()}
+    assert steps["electra-rtd"] == 6  # the budget; the other arm's steps are what it buys
+    assert all(arm["train_flops"] <= plan["budget"] for arm in plan["arms"].values())
+    assert "| electra-rtd | electra | electra | 6 |" in table
+    assert f"| modern-mlm | modernbert | mlm | {steps['modern-mlm']} |" in table
+    results = json.loads((out / "results.json").read_text())
+    for label, network in (("electra-rtd", "discriminator"), ("modern-mlm", "mlm")):
+        (row,) = results["arms"][label]
+        scores = row["tasks"]["classification"]
+        assert len(scores["per_seed"]) == 2 and 0 <= row["glue"] <= 100
+        assert scores["model"].endswith(f"step_{steps[label]}/{network}")
+    # an arm naming a setting its family lacks: one line, nothing written
+    bad = [*args[:6], "modern-rtd:preset=modern-tiny,model.embedding_size=16", *args[7:]]
+    code, _, err = run_cli(capsys, *[a if a != out else tmp_path / "xp2" for a in bad])
+    assert_one_line_error(code, err, "model.embedding_size in arm modern-rtd")
+    assert not (tmp_path / "xp2").exists()
 
 
 def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, capsys):

@@ -132,7 +132,9 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
         help="pretrain arms at equal training FLOPs, fine-tune each on GLUE, table and plots",
         epilog="An arm is an objective name (electra, mlm, ...) or LABEL:section.field=value,... "
         "(section.field=value, here and in --pretrain-set, is shorthand for pretrain's "
-        "--section.field VALUE; --finetune-set's field=value for finetune's --field-name VALUE). "
+        "--section.field VALUE; --finetune-set's field=value for finetune's --field-name VALUE); "
+        "an arm's preset=NAME starts it from another preset than --preset's "
+        "(modern-rtd:preset=modern-tiny,objective.name=electra). "
         "Run the same command again to continue a stopped experiment.",
     )
     xp.add_argument("--arm", action="append", required=True, help="repeat for each arm")

@@ -19,7 +19,9 @@ the run folders' lock, `electra.engine.runlock.RunLock`).
 
 An arm's and --pretrain-set's `section.field=value` are shorthand for the `--section.field VALUE`
 flags of `electra pretrain`, and the arm's run settings are resolved as that command resolves
-them (`electra.settings.resolve_run_settings`).
+them (`electra.settings.resolve_run_settings`). An arm's `preset=NAME` starts it from another
+preset than --preset's, so that arms cross architecture and objective (`rtd:preset=modern-tiny`,
+`bert:preset=tiny,objective.name=mlm`; docs/objectives.md §electra experiment).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
+from electra.model_config import other_family, with_arch
 from electra.objectives import OBJECTIVES, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 from electra.settings import resolve_run_settings
@@ -59,7 +62,7 @@ class Arm:
 
 def parse_arm(spec: str) -> Arm:
     """`NAME` (an objective) or `LABEL:section.field=value,section.field=value` (each the
-    shorthand of `electra pretrain --section.field value`)."""
+    shorthand of `electra pretrain --section.field value`; `preset=NAME` the arm's preset)."""
     label, _, rest = spec.partition(":")
     if not rest:
         if label not in OBJECTIVES:
@@ -71,8 +74,10 @@ def parse_arm(spec: str) -> Arm:
     overrides = {}
     for item in rest.split(","):
         key, eq, value = item.partition("=")
-        if not eq or "." not in key:
-            raise ElectraError(f"arm {spec!r}: {item!r} is not section.field=value")
+        if not eq or ("." not in key and key.strip() != "preset"):
+            raise ElectraError(
+                f"arm {spec!r}: {item!r} is not section.field=value (or preset=NAME)"
+            )
         overrides[key.strip()] = value.strip()
     return Arm(label, overrides)
 
@@ -101,11 +106,40 @@ def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunCo
     """The arm's run config at `steps`, with the settings it leaves unset filled as `electra
     pretrain` fills them (`electra.settings.resolve_run_settings`: a two_stage arm switches at
     half the steps, an adversarial one warms up for a tenth), and fitted to the data as the
-    trainer fits it, so that its FLOPs are the ones the run logs."""
-    values = {**plan.pretrain_set, **arm.overrides, "data.path": plan.data, "train.steps": steps}
-    cfg = apply_overrides(preset(plan.preset), values, source=f"arm {arm.label}")
-    cfg = resolve_run_settings(cfg, given=values, note=None)
-    return fit_config_to_data(cfg, data, keep_vocab=False)
+    trainer fits it, so that its FLOPs are the ones the run logs. A setting this arm's family
+    lacks, or that does not fit its objective, is one line naming the arm."""
+    own = {k: v for k, v in arm.overrides.items() if k != "preset"}
+    values = {**plan.pretrain_set, **own, "data.path": plan.data, "train.steps": steps}
+    try:
+        base = preset(arm.overrides.get("preset", plan.preset))
+        check_shared_settings(
+            plan, arm, with_arch(base.model, values.get("model.arch", base.model.arch))
+        )
+        cfg = apply_overrides(base, values, source=f"arm {arm.label}")
+        cfg = resolve_run_settings(cfg, given=values, note=None)
+        return fit_config_to_data(cfg, data, keep_vocab=False)
+    except ElectraError as e:
+        raise naming(arm, e) from None
+
+
+def naming(arm: Arm, error: ElectraError) -> ElectraError:
+    """`error`, saying which arm it is about where it does not already."""
+    return error if f"arm {arm.label}" in str(error) else ElectraError(f"arm {arm.label}: {error}")
+
+
+def check_shared_settings(plan: Plan, arm: Arm, model: Any) -> None:
+    """A --pretrain-set `model.` setting of one family only is refused for an arm of the other
+    (ModernBERT has no `embedding_size`, ELECTRA no `local_attention`): it belongs in the arms of
+    its family. Said here, since the pretrain-set's keys would otherwise read as the arm's."""
+    mine = {f"model.{f.name}" for f in fields(model)}
+    for key, value in plan.pretrain_set.items():
+        theirs = key not in mine and other_family(key, model, "--pretrain-set")
+        if theirs and key not in arm.overrides:
+            raise ElectraError(
+                f"--pretrain-set {key}={value} is not a setting of arm {arm.label} (model.arch="
+                f"{model.arch}): give it only to the arms of the family that has it "
+                f"(LABEL:{key}={value},...)"
+            )
 
 
 def convention(plan: Plan, data: PretrainingData) -> str:
@@ -156,7 +190,10 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
     for arm in plan.arms:
         steps = steps_for_budget(plan, arm, budget, data, counted)
         cfg = arm_config(plan, arm, steps, data)
-        check_objective(cfg)
+        try:
+            check_objective(cfg)
+        except ElectraError as e:
+            raise naming(arm, e) from None
         points = sorted({max(1, round(steps * (i + 1) / plan.points)) for i in range(plan.points)})
         arms[arm.label] = {
             "overrides": arm.overrides,
@@ -165,6 +202,8 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
             "train_flops": train_flops(cfg, counted),
             "points": {str(p): train_flops(cfg, counted, steps=p) for p in points},
         }
+        if counted != "official":  # an experiment of the ELECTRA family alone reads as before
+            arms[arm.label]["arch"] = cfg.model.arch
     # An experiment.json of the official convention reads as before (no key), so reruns match.
     return {"budget": budget, "arms": arms} | (
         {"convention": counted} if counted != "official" else {}
@@ -344,19 +383,23 @@ def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, 
     table = collect(plan, resolved, out)
     results = {"budget": resolved["budget"], "tasks": plan.tasks, "arms": table}
     write_json_atomic(out / "results.json", results)
+    archs = any("arch" in info for info in resolved["arms"].values())  # a modern arm: say which
     lines = [
         f"Budget: {resolved['budget']:.3g} training FLOPs per arm "
         f"({resolved.get('convention', 'official')} convention); "
         f"median of {plan.seeds} fine-tuning seeds (min–max); {score_name(plan)} = mean of the "
         "task medians.",
         "",
-        "| arm | objective | steps | train FLOPs | "
+        "| arm | "
+        + ("arch | " if archs else "")
+        + "objective | steps | train FLOPs | "
         + " | ".join(plan.tasks)
         + f" | {score_name(plan)} |",
-        "|---|---|---|---|" + "---|" * len(plan.tasks) + "---|",
+        "|---|---|---|---|" + "---|" * (len(plan.tasks) + archs) + "---|",
     ]
     for arm in plan.arms:
         info = resolved["arms"][arm.label]
+        arch = f"{info['arch']} | " if archs else ""
         rows = table[arm.label]
         last = rows[-1] if rows and rows[-1]["step"] == info["steps"] else None
         cells = []
@@ -365,7 +408,7 @@ def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, 
             cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f})" if r else "…")
         glue = f"{last['glue']:.1f}" if last and last["glue"] is not None else "…"
         lines.append(
-            f"| {arm.label} | {info['objective']} | {info['steps']} | "
+            f"| {arm.label} | {arch}{info['objective']} | {info['steps']} | "
             f"{info['train_flops']:.3g} | " + " | ".join(cells) + f" | {glue} |"
         )
     write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
