@@ -122,13 +122,21 @@ class ModernBertAttention(nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor | None, rope: torch.Tensor
     ) -> torch.Tensor:
         b, t, h = x.shape
-        d = h // self.num_heads
-        # Wqkv's rows are q, then k, then v, each head after head (HF's layout).
-        q, k, v = self.Wqkv(x).view(b, t, 3, self.num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)
-        q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+        q, k, v = self.heads(x, rope)
         p = self.dropout_p if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, t, h)))
+
+    def heads(
+        self, x: torch.Tensor, rope: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v [B, heads, T, d] of x [B, T, H], q and k turned by `rope`
+        (`electra.model.modern_kernels` does it in fewer passes on CPU)."""
+        b, t, h = x.shape
+        # Wqkv's rows are q, then k, then v, each head after head (HF's layout).
+        qkv = self.Wqkv(x).view(b, t, 3, self.num_heads, h // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        return apply_rotary(q, rope), apply_rotary(k, rope), v
 
 
 class ModernBertMLP(nn.Module):
