@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from electra.model.kernels import use_kernels
-from electra.model.modern_kernels import RotaryAttention
+from electra.model.modern_kernels import GegluMLP, RotaryAttention
 from electra.model.modernbert import (
     ModernBertAttention,
+    ModernBertMLP,
     ModernBertModel,
     rotary,
 )
@@ -43,11 +44,12 @@ def documents_batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_kernels_auto_swaps_the_modern_layers_on_cpu_only():
     _, swapped = stock_and_kernels()
-    assert RotaryAttention in {type(m) for m in swapped.modules()}
+    assert {type(m) for m in swapped.modules()} >= {RotaryAttention, GegluMLP}
     for choice, device in (("stock", CPU), ("auto", torch.device("meta"))):
         model = use_kernels(ModernBertModel(TINY), choice, device)
         kinds = {type(m) for m in model.modules()}
-        assert ModernBertAttention in kinds and RotaryAttention not in kinds
+        assert ModernBertAttention in kinds and ModernBertMLP in kinds
+        assert not kinds & {RotaryAttention, GegluMLP}
 
 
 @pytest.mark.parametrize("gelu", ["gelu", "gelu_pytorch_tanh"])
@@ -107,14 +109,24 @@ def test_kernels_keep_hf_parity():
     torch.testing.assert_close(mine[real], theirs[real], rtol=0, atol=1e-5)
 
 
-def test_bf16_takes_the_stock_path():
-    """In bf16 the stock layers' fp32 rotary round trip is kept."""
-    stock, swapped = stock_and_kernels()
+def test_bf16_and_dropout_take_the_stock_path():
+    """In bf16 the stock layers' fp32 rotary round trip is kept; with MLP dropout in training
+    the stock GeGLU draws the same dropout."""
+    stock, swapped = stock_and_kernels(tiny_modern_config(mlp_dropout=0.5))
     ids, docs = documents_batch()
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
         assert torch.equal(
             swapped.eval()(ids, attention_mask=docs), stock.eval()(ids, attention_mask=docs)
         )
+    torch.manual_seed(0)
+    mlp = ModernBertMLP(tiny_modern_config(mlp_dropout=0.5))
+    geglu = copy.deepcopy(mlp)
+    geglu.__class__ = GegluMLP
+    x = torch.randn(2, 5, TINY.hidden_size)
+    torch.manual_seed(5)
+    a = mlp(x)
+    torch.manual_seed(5)
+    assert torch.equal(geglu(x), a)
 
 
 def test_a_compiled_model_with_kernels_traces_into_one_graph():

@@ -10,14 +10,20 @@ heads' gradients back into one tensor. Here one autograd function turns q and k 
 passes (no concatenation: each half of a head is updated from the other in place), hands v
 through as a view, and writes the gradients of q, k and v straight into one [B, T, 3, heads, d]
 buffer, the layout the q/k/v product's backward reads.
+
+`GegluMLP`: autograd's chunk of the widened product into value and gate concatenates their two
+gradients backward; `_Geglu` writes them into the halves of one buffer instead (the GELU's and
+the product's arithmetic are torch's own, so outputs and gradients are the stock layer's bits).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 from torch.autograd.function import once_differentiable
 
-from electra.model.modernbert import ModernBertAttention
+from electra.model.modernbert import ModernBertAttention, ModernBertMLP
 
 
 def eager_cpu(t: torch.Tensor) -> bool:
@@ -79,3 +85,41 @@ class RotaryAttention(ModernBertAttention):
         d = h // self.num_heads
         qkv = self.Wqkv(x).view(b, t, 3, self.num_heads, d)
         return _RotaryHeads.apply(qkv, rope[0][:, None], rope[1][:, None, : d // 2])
+
+
+class _Geglu(torch.autograd.Function):
+    """act(value) * gate of h = (value, gate) [..., 2I], the gradient written into one [..., 2I]
+    tensor (autograd's chunk would concatenate the two halves' gradients)."""
+
+    @staticmethod
+    def forward(ctx, h, approximate):
+        value, gate = h.chunk(2, dim=-1)
+        act = F.gelu(value, approximate=approximate)
+        ctx.save_for_backward(h, act)
+        ctx.approximate = approximate
+        return act * gate
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        h, act = ctx.saved_tensors
+        value, gate = h.chunk(2, dim=-1)
+        out = torch.empty_like(h)
+        grad_value, grad_gate = out.chunk(2, dim=-1)
+        torch.mul(grad, act, out=grad_gate)
+        torch.ops.aten.gelu_backward.grad_input(
+            grad * gate, value, approximate=ctx.approximate, grad_input=grad_value
+        )
+        return out, None
+
+
+class GegluMLP(ModernBertMLP):
+    """`ModernBertMLP` (the same parameters) whose GeGLU is `_Geglu` on CPU in fp32, where its
+    activation is a GELU and no dropout runs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.Wi(x)
+        dropped = self.training and self.drop.p > 0
+        if not eager_cpu(h) or dropped or not isinstance(self.act, nn.GELU):
+            return super().forward(x)
+        return self.Wo(_Geglu.apply(h, self.act.approximate))
