@@ -138,6 +138,30 @@ class ModernBertAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         return apply_rotary(q, rope), apply_rotary(k, rope), v
 
+    def attend_at(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rope: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The output at `positions` [B, N] alone: [B, N, H]. Keys and values are projected at
+        every position, queries only where asked, so the last layer of a network whose loss reads
+        a few positions (the generator's masked slots) spares the query product, the attention,
+        the output product and the MLP everywhere else; the values there are `forward`'s."""
+        b, t, h = x.shape
+        n, heads, d = positions.shape[1], self.num_heads, h // self.num_heads
+        w = self.Wqkv.weight  # rows q, then k, then v (HF's layout)
+        q = F.linear(gather_positions(x, positions), w[:h]).view(b, n, heads, d).transpose(1, 2)
+        k, v = F.linear(x, w[h:]).view(b, t, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        # Each query turns by its own position's angles: [2, B, 1, N, d].
+        q, k = apply_rotary(q, rope[:, positions].unsqueeze(2)), apply_rotary(k, rope)
+        if mask is not None:  # each query's row of keys: [B or 1, 1, T, T] -> [B, 1, N, T]
+            mask = mask.expand(b, 1, t, t).gather(2, positions[:, None, :, None].expand(b, 1, n, t))
+        p = self.dropout_p if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, n, h)))
+
 
 class ModernBertMLP(nn.Module):
     """GeGLU: `Wi` widens to twice the intermediate size; the activation of the first half gates
@@ -168,9 +192,19 @@ class ModernBertEncoderLayer(nn.Module):
         self.attention_type = cfg.layer_type(index)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, rope: torch.Tensor
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rope: torch.Tensor,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), mask, rope)
+        """[B, T, H] to [B, T, H]; with `positions` [B, N], [B, N, H] at those alone
+        (`ModernBertAttention.attend_at`)."""
+        if positions is None:
+            x = x + self.attn(self.attn_norm(x), mask, rope)
+        else:
+            attended = self.attn.attend_at(self.attn_norm(x), mask, rope, positions)
+            x = gather_positions(x, positions) + attended
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -214,9 +248,12 @@ class ModernBertModel(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Final hidden states [B, T, H]. `token_type_ids` is taken so that every family is called
-        alike, and ignored: the architecture has no segments (a pair is told apart by its [SEP])."""
+        """Final hidden states [B, T, H]; with `positions` [B, N], [B, N, H] at those alone, the
+        same values for less work (the last layer runs there only). `token_type_ids` is taken so
+        that every family is called alike, and ignored: the architecture has no segments (a pair
+        is told apart by its [SEP])."""
         cfg, t, device = self.config, input_ids.shape[1], input_ids.device
         if t > cfg.max_position_embeddings:
             raise ElectraError(
@@ -227,8 +264,10 @@ class ModernBertModel(nn.Module):
         masks = attention_masks(attention_mask, t, cfg.local_attention // 2, device)
         kinds = {layer.attention_type for layer in self.layers}
         ropes = {kind: rotary(t, cfg.head_dim, cfg.rope_theta(kind), device) for kind in kinds}
+        last = self.layers[-1]  # only it narrows: every earlier layer feeds keys everywhere
         for layer in self.layers:
-            x = layer(x, masks[layer.attention_type], ropes[layer.attention_type])
+            kind = layer.attention_type
+            x = layer(x, masks[kind], ropes[kind], positions if layer is last else None)
         return self.final_norm(x)
 
 
@@ -312,11 +351,24 @@ class ModernBertForMaskedLM(nn.Module):
     ) -> torch.Tensor:
         """Logits [B, T, V]; with `positions` [B, K] (the masked slots), only there: [B, K, V]
         (ELECTRA's generator predicts only what was masked, and the vocabulary-wide product is
-        most of the head's cost)."""
+        most of the head's cost). The whole encoder runs, as the FLOP count charges it
+        (`electra.model.modern_flops`); `hidden_at` runs its last layer at the positions only."""
         hidden = self.model(input_ids, token_type_ids, attention_mask)
         if positions is not None:
             hidden = gather_positions(hidden, positions)
         return self.logits(hidden)
+
+    def hidden_at(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The encoder's final states [B, N, H] at `positions` [B, N] (the objectives'
+        masked-LM step): the values `forward` gathers, with the last layer run there only, which
+        spares most of that layer's work (the FLOP count, a convention, still charges it whole)."""
+        return self.model(input_ids, token_type_ids, attention_mask, positions)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The vocabulary head on encoder states [..., H]."""
