@@ -18,6 +18,7 @@ from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
 from electra.model.kernels import use_kernels
+from electra.model.modern_kernels import RotaryAttention
 from electra.model.modernbert import ModernBertForMaskedLM, ModernBertForPreTraining
 from electra.model.registry import encoder_of
 from electra.objectives import OBJECTIVES, build_objective, check_objective
@@ -266,8 +267,9 @@ def test_a_modern_run_logs_model_flops_where_the_official_convention_has_no_coun
 
 
 def test_cpu_kernels_leave_a_modern_objective_computing_the_same(special, monkeypatch):
-    """`kernels=auto` on CPU swaps linear layers (bias-free ones included) and dropouts; the modern
-    family's own attention stays as built, and the step computes what the stock layers do."""
+    """`kernels=auto` on CPU swaps linear layers (bias-free ones included), dropouts and the
+    modern family's attention and MLP (electra.model.modern_kernels), and the step computes what
+    the stock layers do."""
     import electra.model.kernels as kernels
 
     monkeypatch.setattr(kernels, "onednn_linear_enabled", lambda: True)
@@ -283,6 +285,7 @@ def test_cpu_kernels_leave_a_modern_objective_computing_the_same(special, monkey
         out.loss.backward()
         results.append((out.loss.detach(), obj.discriminator.model.layers[1].attn.Wqkv.weight.grad))
     assert type(obj.discriminator.model.layers[1].attn.Wqkv) is kernels.OneDnnLinear
+    assert type(obj.discriminator.model.layers[1].attn) is RotaryAttention
     assert torch.allclose(results[0][0], results[1][0], rtol=1e-5)
     assert torch.allclose(results[0][1], results[1][1], rtol=1e-4, atol=1e-6)
 

@@ -267,6 +267,35 @@ def test_mlm_at_positions_equals_the_full_logits_gathered():
     torch.testing.assert_close(some, expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("layers", [1, 2, 3])  # the last layer global, local, global
+def test_the_encoder_at_positions_gives_the_gathered_states_and_gradients(layers):
+    """With `positions`, the last layer runs at those alone (`attend_at`): the states there and
+    every parameter's gradient are the full encoder's, on rows with padding and two documents
+    (positions on padding and on each document included)."""
+    cfg = dataclasses.replace(TINY, num_hidden_layers=layers)
+    torch.manual_seed(0)
+    model = ModernBertModel(cfg)
+    bigger_weights(model)
+    ids, mask = padded_batch()
+    mask[0, 12:] = 2  # row 0 packs a second document
+    positions = torch.tensor([[0, 11, 12, 19], [6, 1, 3, 15]])
+    results = []
+    for narrow in (False, True):
+        model.zero_grad()
+        if narrow:
+            out = model(ids, attention_mask=mask, positions=positions)
+        else:
+            out = model(ids, attention_mask=mask)
+            out = torch.stack([out[b, positions[b]] for b in range(2)])
+        out.pow(2).sum().backward()
+        results.append((out.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (full, full_grads), (some, some_grads) = results
+    assert some.shape == (2, 4, cfg.hidden_size)
+    torch.testing.assert_close(some, full, rtol=0, atol=1e-5)
+    for name, grad in full_grads.items():
+        torch.testing.assert_close(some_grads[name], grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
 def rtd_as_hf_token_classifier(ours: ModernBertForPreTraining, attn: str):
     """The export rule: every key as it is, the one-logit classifier as two rows [0; w], [0; b]."""
     hf = hf_model(attn, "ModernBertForTokenClassification", num_labels=2)

@@ -319,6 +319,17 @@ class ElectraForMaskedLM(nn.Module):
         """The vocabulary head on encoder states [..., H]."""
         return self.generator_lm_head(self.generator_predictions(hidden))
 
+    def hidden_at(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The encoder's final states [B, N, H] at `positions` [B, N] (the objectives'
+        masked-LM step), gathered from all of them."""
+        return gather_positions(self.electra(input_ids, token_type_ids, attention_mask), positions)
+
 
 def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """States [B, N, H] at `positions` [B, N] of `hidden` [B, T, H]."""

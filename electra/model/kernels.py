@@ -24,6 +24,9 @@ attention with dropout in training out with that dropout, one head at a time to 
 head-layout copies. On GPU, under torch.compile (which may wrap a model after the swap: the check
 is made at each call), in eval and at p = 0 the stock dropout and SDPA run instead.
 
+The modern family's CPU kernels (fused rotary heads, GeGLU) are in `electra.model.modern_kernels`;
+`use_kernels` swaps them in with these.
+
 The malloc setting that also speeds CPU training (`electra.engine.host_memory`) is not here: it is a
 setting of the whole process, not of a model, and `electra.engine.runtime.configure_process` applies it.
 """
@@ -45,6 +48,8 @@ from torch.utils import flop_counter
 from electra.config import KERNELS
 from electra.errors import ElectraError
 from electra.model.electra import ElectraSelfAttention
+from electra.model.modern_kernels import GegluMLP, RotaryAttention
+from electra.model.modernbert import ModernBertAttention, ModernBertMLP
 
 
 def use_kernels(model: nn.Module, choice: str, device: torch.device) -> nn.Module:
@@ -57,7 +62,13 @@ def use_kernels(model: nn.Module, choice: str, device: torch.device) -> nn.Modul
         raise ElectraError(f"kernels={choice!r}: use {' or '.join(KERNELS)}")
     if choice == "stock" or device.type != "cpu":
         return model
-    swaps: dict[type, type] = {nn.Dropout: CheapDropout, ElectraSelfAttention: PerHeadSelfAttention}
+    swaps: dict[type, type] = {
+        nn.Dropout: CheapDropout,
+        ElectraSelfAttention: PerHeadSelfAttention,
+        # The modern family's (electra.model.modern_kernels).
+        ModernBertAttention: RotaryAttention,
+        ModernBertMLP: GegluMLP,
+    }
     if onednn_linear_enabled():
         swaps[nn.Linear] = OneDnnLinear
     for module in model.modules():

@@ -124,16 +124,48 @@ class ModernBertAttention(nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor | None, rope: torch.Tensor
     ) -> torch.Tensor:
         b, t, h = x.shape
-        d = h // self.num_heads
-        # Wqkv's rows are q, then k, then v, each head after head (HF's layout).
-        q, k, v = self.Wqkv(x).view(b, t, 3, self.num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)
-        q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+        q, k, v = self.heads(x, rope)
         p = self.dropout_p if self.training else 0.0
         if isinstance(mask, PathMask):  # flex or varlen (electra.model.attention)
             out = mask.attend(q, k, v)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, t, h)))
+
+    def heads(
+        self, x: torch.Tensor, rope: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v [B, heads, T, d] of x [B, T, H], q and k turned by `rope`
+        (`electra.model.modern_kernels` does it in fewer passes on CPU)."""
+        b, t, h = x.shape
+        # Wqkv's rows are q, then k, then v, each head after head (HF's layout).
+        qkv = self.Wqkv(x).view(b, t, 3, self.num_heads, h // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        return apply_rotary(q, rope), apply_rotary(k, rope), v
+
+    def attend_at(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rope: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The output at `positions` [B, N] alone: [B, N, H]. Keys and values are projected at
+        every position, queries only where asked, so the last layer of a network whose loss reads
+        a few positions (the generator's masked slots) spares the query product, the attention,
+        the output product and the MLP everywhere else; the values there are `forward`'s."""
+        b, t, h = x.shape
+        n, heads, d = positions.shape[1], self.num_heads, h // self.num_heads
+        w = self.Wqkv.weight  # rows q, then k, then v (HF's layout)
+        q = F.linear(gather_positions(x, positions), w[:h]).view(b, n, heads, d).transpose(1, 2)
+        k, v = F.linear(x, w[h:]).view(b, t, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        # Each query turns by its own position's angles: [2, B, 1, N, d].
+        q, k = apply_rotary(q, rope[:, positions].unsqueeze(2)), apply_rotary(k, rope)
+        if mask is not None:  # each query's row of keys: [B or 1, 1, T, T] -> [B, 1, N, T]
+            mask = mask.expand(b, 1, t, t).gather(2, positions[:, None, :, None].expand(b, 1, n, t))
+        p = self.dropout_p if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, n, h)))
 
 
 class ModernBertMLP(nn.Module):
@@ -165,9 +197,19 @@ class ModernBertEncoderLayer(nn.Module):
         self.attention_type = cfg.layer_type(index)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, rope: torch.Tensor
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rope: torch.Tensor,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), mask, rope)
+        """[B, T, H] to [B, T, H]; with `positions` [B, N], [B, N, H] at those alone
+        (`ModernBertAttention.attend_at`)."""
+        if positions is None:
+            x = x + self.attn(self.attn_norm(x), mask, rope)
+        else:
+            attended = self.attn.attend_at(self.attn_norm(x), mask, rope, positions)
+            x = gather_positions(x, positions) + attended
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -215,9 +257,12 @@ class ModernBertModel(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Final hidden states [B, T, H]. `token_type_ids` is taken so that every family is called
-        alike, and ignored: the architecture has no segments (a pair is told apart by its [SEP])."""
+        """Final hidden states [B, T, H]; with `positions` [B, N], [B, N, H] at those alone, the
+        same values for less work (the last layer runs there only). `token_type_ids` is taken so
+        that every family is called alike, and ignored: the architecture has no segments (a pair
+        is told apart by its [SEP])."""
         cfg, t, device = self.config, input_ids.shape[1], input_ids.device
         if t > cfg.max_position_embeddings:
             raise ElectraError(
@@ -231,8 +276,10 @@ class ModernBertModel(nn.Module):
         if masks is None:  # the plain masked SDPA
             masks = attention_masks(attention_mask, t, half, device)
         ropes = {kind: rotary(t, cfg.head_dim, cfg.rope_theta(kind), device) for kind in kinds}
+        last = self.layers[-1]  # only it narrows: every earlier layer feeds keys everywhere
         for layer in self.layers:
-            x = layer(x, masks[layer.attention_type], ropes[layer.attention_type])
+            kind = layer.attention_type
+            x = layer(x, masks[kind], ropes[kind], positions if layer is last else None)
         return self.final_norm(x)
 
 
@@ -316,11 +363,24 @@ class ModernBertForMaskedLM(nn.Module):
     ) -> torch.Tensor:
         """Logits [B, T, V]; with `positions` [B, K] (the masked slots), only there: [B, K, V]
         (ELECTRA's generator predicts only what was masked, and the vocabulary-wide product is
-        most of the head's cost)."""
+        most of the head's cost). The whole encoder runs, as the FLOP count charges it
+        (`electra.model.modern_flops`); `hidden_at` runs its last layer at the positions only."""
         hidden = self.model(input_ids, token_type_ids, attention_mask)
         if positions is not None:
             hidden = gather_positions(hidden, positions)
         return self.logits(hidden)
+
+    def hidden_at(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The encoder's final states [B, N, H] at `positions` [B, N] (the objectives'
+        masked-LM step): the values `forward` gathers, with the last layer run there only, which
+        spares most of that layer's work (the FLOP count, a convention, still charges it whole)."""
+        return self.model(input_ids, token_type_ids, attention_mask, positions)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The vocabulary head on encoder states [..., H]."""

@@ -5,8 +5,9 @@ export and loading code needs of a family (Hugging Face names) is kept by `elect
 
 Every family's classes are called alike: `(input_ids, token_type_ids, attention_mask)` (a family
 without segments ignores the second), an `embeddings` argument to share another network's, the
-encoder under the attribute `base_model_prefix` names (`encoder_of`), and a masked LM's `logits`
-and `tie_weights`.
+encoder under the attribute `base_model_prefix` names (`encoder_of`), and a masked LM's `logits`,
+`tie_weights` and `hidden_at` (the final states at given positions: the modern family runs its
+last layer there only).
 """
 
 from __future__ import annotations

@@ -24,9 +24,7 @@ from torch import nn
 from electra.config import AnyModelConfig, ObjectiveConfig, RunConfig
 from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
-from electra.model.electra import gather_positions
 from electra.model.flops import Network
-from electra.model.registry import encoder_of
 from electra.objectives.losses import masked_lm_loss, weighted_mean
 from electra.objectives.masking import Masked, mask_tokens, replace_tokens
 from electra.objectives.metrics import AUC_HISTOGRAMS, auc_stat, mean_stats
@@ -204,9 +202,7 @@ class Objective(nn.Module):
         slots only."""
         vocab = model.config.vocab_size
         m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
-        hidden = gather_positions(
-            encoder_of(model)(m.input_ids, token_type_ids, attention_mask), m.positions
-        )
+        hidden = model.hidden_at(m.input_ids, token_type_ids, attention_mask, m.positions)
         logits = model.logits(hidden)
         loss, acc, probs = masked_lm_loss(logits, m.targets, m.weights)
         return MaskedLM(m, hidden, logits, probs, loss, acc)

@@ -1,0 +1,140 @@
+"""The modern family's CPU kernels (electra.model.modern_kernels): `use_kernels` puts them in on
+CPU; they give the stock layers' outputs and gradients (padded rows, packed documents, both layer
+kinds), HF's hidden states within 1e-5, and hand bf16, GPU-less fallbacks and torch.compile to
+the stock code."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from electra.model.kernels import use_kernels
+from electra.model.modern_kernels import GegluMLP, RotaryAttention
+from electra.model.modernbert import (
+    ModernBertAttention,
+    ModernBertMLP,
+    ModernBertModel,
+    rotary,
+)
+
+from .conftest import tiny_modern_config
+
+CPU = torch.device("cpu")
+TINY = tiny_modern_config()
+
+
+def stock_and_kernels(cfg=TINY) -> tuple[ModernBertModel, ModernBertModel]:
+    torch.manual_seed(0)
+    stock = ModernBertModel(cfg)
+    return stock, use_kernels(copy.deepcopy(stock), "auto", CPU)
+
+
+def documents_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Three rows of 24 tokens: one document, two packed documents then padding, padding only
+    after 5 tokens."""
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(3, TINY.vocab_size, (3, 24), generator=g)
+    docs = torch.ones(3, 24, dtype=torch.long)
+    docs[1, 10:20], docs[1, 20:] = 2, 0
+    docs[2, 5:] = 0
+    return ids, docs
+
+
+def test_kernels_auto_swaps_the_modern_layers_on_cpu_only():
+    _, swapped = stock_and_kernels()
+    assert {type(m) for m in swapped.modules()} >= {RotaryAttention, GegluMLP}
+    for choice, device in (("stock", CPU), ("auto", torch.device("meta"))):
+        model = use_kernels(ModernBertModel(TINY), choice, device)
+        kinds = {type(m) for m in model.modules()}
+        assert ModernBertAttention in kinds and ModernBertMLP in kinds
+        assert not kinds & {RotaryAttention, GegluMLP}
+
+
+@pytest.mark.parametrize("gelu", ["gelu", "gelu_pytorch_tanh"])
+def test_kernels_give_the_stock_outputs_and_gradients(gelu):
+    cfg = tiny_modern_config(hidden_activation=gelu)
+    stock, swapped = stock_and_kernels(cfg)
+    ids, docs = documents_batch()
+    results = []
+    for model in (stock, swapped):
+        out = model(ids, attention_mask=docs)
+        out.pow(2).sum().backward()
+        grads = {name: p.grad for name, p in model.named_parameters()}
+        results.append((out.detach(), grads))
+    (out_a, grads_a), (out_b, grads_b) = results
+    torch.testing.assert_close(out_b, out_a, rtol=0, atol=1e-6)
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        torch.testing.assert_close(grads_b[name], grads_a[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_rotary_kernel_turns_as_the_stock_layer_at_every_length():
+    """q, k, v and the gradients of x and Wqkv, at lengths where the rotary halves and both
+    thetas differ."""
+    torch.manual_seed(0)
+    stock = ModernBertAttention(TINY)
+    swapped = copy.deepcopy(stock)
+    swapped.__class__ = RotaryAttention
+    shape = (2, TINY.num_attention_heads)
+    for t, theta in ((1, 10_000.0), (7, 160_000.0), (33, 10_000.0)):
+        rope = rotary(t, TINY.head_dim, theta, CPU)
+        x = torch.randn(2, t, TINY.hidden_size, requires_grad=True)
+        weights = [torch.randn(*shape, t, TINY.head_dim) for _ in range(3)]
+        results = []
+        for layer in (stock, swapped):
+            heads = layer.heads(x, rope)
+            assert all(h.shape == (*shape, t, TINY.head_dim) for h in heads)
+            total = sum((h * w).sum() for h, w in zip(heads, weights, strict=True))
+            grads = torch.autograd.grad(total, (x, layer.Wqkv.weight))
+            results.append((*heads, *grads))
+        for a, b in zip(*results, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_kernels_keep_hf_parity():
+    """The kernels on, our encoder still gives transformers' ModernBertModel's hidden states."""
+    pytest.importorskip("transformers")
+    from .test_modernbert import hf_model, ours_from, padded_batch
+
+    hf = hf_model("sdpa")
+    ours = use_kernels(ours_from(hf), "auto", CPU)
+    assert isinstance(ours.layers[0].attn, RotaryAttention)
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask).last_hidden_state
+        mine = ours(ids, attention_mask=mask)
+    real = mask.bool()
+    torch.testing.assert_close(mine[real], theirs[real], rtol=0, atol=1e-5)
+
+
+def test_bf16_and_dropout_take_the_stock_path():
+    """In bf16 the stock layers' fp32 rotary round trip is kept; with MLP dropout in training
+    the stock GeGLU draws the same dropout."""
+    stock, swapped = stock_and_kernels(tiny_modern_config(mlp_dropout=0.5))
+    ids, docs = documents_batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        assert torch.equal(
+            swapped.eval()(ids, attention_mask=docs), stock.eval()(ids, attention_mask=docs)
+        )
+    torch.manual_seed(0)
+    mlp = ModernBertMLP(tiny_modern_config(mlp_dropout=0.5))
+    geglu = copy.deepcopy(mlp)
+    geglu.__class__ = GegluMLP
+    x = torch.randn(2, 5, TINY.hidden_size)
+    torch.manual_seed(5)
+    a = mlp(x)
+    torch.manual_seed(5)
+    assert torch.equal(geglu(x), a)
+
+
+def test_a_compiled_model_with_kernels_traces_into_one_graph():
+    """Under torch.compile the kernels hand over to the stock layers, which inductor fuses."""
+    import torch._dynamo as dynamo
+
+    _, swapped = stock_and_kernels()
+    ids, docs = documents_batch()
+    dynamo.reset()
+    explained = dynamo.explain(swapped)(ids, attention_mask=docs)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
