@@ -116,6 +116,19 @@ def test_each_path_equals_masked_sdpa(path, mask, reference_kernel):
         assert (got - want).abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("path", ["flex", "varlen"])
+def test_each_path_gives_the_masked_slots_the_narrowed_sdpa_gives(path, reference_kernel):
+    """The generator's encoder asked for a few positions (`positions=`): SDPA narrows its last
+    layer to them, flex and varlen run it whole and gather; the same values."""
+    docs = packed_rows()
+    ids = torch.randint(5, 100, docs.shape, generator=torch.Generator().manual_seed(3))
+    positions = torch.tensor([[0, 4, 20], [2, 13, 18], [5, 5, 23]])
+    with torch.no_grad():
+        want = encoder("sdpa")(ids, attention_mask=docs, positions=positions)
+        got = encoder(path)(ids, attention_mask=docs, positions=positions)
+    assert got.shape == (3, 3, 32) and (got - want).abs().max() < 1e-5
+
+
 def test_the_window_and_the_documents_matter_in_the_comparison():
     """Guards the test above: a wrong window or no document mask would be seen."""
     docs = packed_rows()

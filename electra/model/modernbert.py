@@ -277,10 +277,13 @@ class ModernBertModel(nn.Module):
             masks = attention_masks(attention_mask, t, half, device)
         ropes = {kind: rotary(t, cfg.head_dim, cfg.rope_theta(kind), device) for kind in kinds}
         last = self.layers[-1]  # only it narrows: every earlier layer feeds keys everywhere
+        # The flex and varlen paths attend whole rows: there the last layer runs everywhere.
+        narrow = positions if self.attention_path == "sdpa" else None
         for layer in self.layers:
             kind = layer.attention_type
-            x = layer(x, masks[kind], ropes[kind], positions if layer is last else None)
-        return self.final_norm(x)
+            x = layer(x, masks[kind], ropes[kind], narrow if layer is last else None)
+        x = self.final_norm(x)
+        return x if positions is None or narrow is not None else gather_positions(x, positions)
 
 
 class ModernBertPredictionHead(nn.Module):
