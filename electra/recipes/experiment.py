@@ -44,7 +44,7 @@ from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
-from electra.model_config import other_family, with_arch
+from electra.model_config import AnyModelConfig, other_family, with_arch
 from electra.objectives import OBJECTIVES, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 from electra.settings import resolve_run_settings
@@ -127,7 +127,7 @@ def naming(arm: Arm, error: ElectraError) -> ElectraError:
     return error if f"arm {arm.label}" in str(error) else ElectraError(f"arm {arm.label}: {error}")
 
 
-def check_shared_settings(plan: Plan, arm: Arm, model: Any) -> None:
+def check_shared_settings(plan: Plan, arm: Arm, model: AnyModelConfig) -> None:
     """A --pretrain-set `model.` setting of one family only is refused for an arm of the other
     (ModernBERT has no `embedding_size`, ELECTRA no `local_attention`): it belongs in the arms of
     its family. Said here, since the pretrain-set's keys would otherwise read as the arm's."""
