@@ -192,6 +192,21 @@ def test_pretrain_throughput_modern(monkeypatch, tmp_path, capsys):
     assert float(capsys.readouterr().out.split()[-1]) >= 0
 
 
+def test_seq_len_cost(monkeypatch, tmp_path, capsys):
+    """seq_len_cost.py: one pretrain_throughput.py process per length at the same tokens a step,
+    its time and memory in a row each."""
+    out = tmp_path / "seqlen.json"
+    run_script(
+        monkeypatch, "seq_len_cost.py", "--preset", "modern-tiny", "--tokens", 64, "--lengths",
+        16, 32, "--warmup", 1, "--steps", 1, "--rounds", 1, "--json", out, "--",
+        "--device", "cpu", "--peak-size", 128,
+    )  # fmt: skip
+    rows = json.loads(out.read_text())
+    assert [(r["seq_len"], r["batch"]) for r in rows] == [(16, 4), (32, 2)]
+    assert all(r["tokens_per_s"] > 0 and r["peak_memory_mib"] >= 0 for r in rows)
+    assert "peak MiB" in capsys.readouterr().out
+
+
 def test_pretrain_throughput_modern_peers_match_ours():
     """The careful peer trains as many parameters as ours (the same shared embeddings and tied
     generator decoder) and hf-mlm as many as our discriminator plus its MLM head."""

@@ -185,7 +185,7 @@ class Recorder:
     def __len__(self) -> int:
         return len(self.data)
 
-    def batch(self, indices: torch.Tensor) -> dict:
+    def batch(self, indices: torch.Tensor, documents: bool = False) -> dict:
         self.seen += indices.tolist()
         return {}
 

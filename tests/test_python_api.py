@@ -62,12 +62,15 @@ def test_python_pretrain_fills_settings_as_the_command_does(wikitext_data, tmp_p
     saved = RunConfig.load(run / "config.json")
     assert saved.data.seq_len == 64 and saved.objective.two_stage_steps == 2
     assert (saved.objective.sharing, saved.objective.generator_hidden_fraction) == ("none", 1.0)
-    # The command resolves the same flags to the same run (the vocabulary is fitted by the trainer).
+    # The command resolves the same flags to the same run (the trainer fits the vocabulary, and
+    # resolves the document mask: off for the electra family).
     flags = [f"--{k}={v}" for k, v in SMALL.items()]
     argv = ["pretrain", "--preset", "tiny", "--data", str(wikitext_data), *flags]
     args, extra = build_parser().parse_known_args(argv)
     from_cli = resolve_run_config(args, extra)
-    assert replace(from_cli, model=saved.model) == saved
+    assert from_cli.data.document_mask is None and saved.data.document_mask is False
+    fitted = replace(from_cli.data, document_mask=False)
+    assert replace(from_cli, model=saved.model, data=fitted) == saved
     assert (run / "discriminator" / "config.json").is_file()
 
     # The caller's own setting is kept: an explicit two_stage_steps is not filled.
