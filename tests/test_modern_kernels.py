@@ -9,7 +9,9 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+from electra.model import modern_kernels
 from electra.model.kernels import use_kernels
 from electra.model.modern_kernels import GegluMLP, RotaryAttention
 from electra.model.modernbert import (
@@ -54,20 +56,26 @@ def test_kernels_auto_swaps_the_modern_layers_on_cpu_only():
 
 @pytest.mark.parametrize("gelu", ["gelu", "gelu_pytorch_tanh"])
 def test_kernels_give_the_stock_outputs_and_gradients(gelu):
+    """Against the stock model in float64: the kernels' outputs and every gradient are as close
+    as the stock model's own fp32 ones (padded rows, two packed documents, both layer kinds)."""
     cfg = tiny_modern_config(hidden_activation=gelu)
     stock, swapped = stock_and_kernels(cfg)
+    exact = copy.deepcopy(stock).double()
     ids, docs = documents_batch()
+    weights = torch.randn(*ids.shape, cfg.hidden_size, generator=torch.Generator().manual_seed(9))
     results = []
-    for model in (stock, swapped):
+    for model in (stock, swapped, exact):
         out = model(ids, attention_mask=docs)
-        out.pow(2).sum().backward()
-        grads = {name: p.grad for name, p in model.named_parameters()}
-        results.append((out.detach(), grads))
-    (out_a, grads_a), (out_b, grads_b) = results
-    torch.testing.assert_close(out_b, out_a, rtol=0, atol=1e-6)
-    assert grads_a.keys() == grads_b.keys()
-    for name in grads_a:
-        torch.testing.assert_close(grads_b[name], grads_a[name], rtol=1e-5, atol=1e-6, msg=name)
+        (out * weights.to(out.dtype)).sum().backward()
+        grads = {name: p.grad.double() for name, p in model.named_parameters()}
+        results.append((out.detach().double(), grads))
+    (out_stock, stock_grads), (out_kernels, kernel_grads), (out_exact, exact_grads) = results
+    torch.testing.assert_close(out_kernels, out_stock, rtol=0, atol=1e-6)
+    assert kernel_grads.keys() == exact_grads.keys()
+    for name, exact_grad in exact_grads.items():
+        stock_error = (stock_grads[name] - exact_grad).abs().max()
+        kernel_error = (kernel_grads[name] - exact_grad).abs().max()
+        assert kernel_error <= 1.5 * stock_error + 1e-6 * exact_grad.abs().max(), name
 
 
 def test_the_rotary_kernel_turns_as_the_stock_layer_at_every_length():
@@ -91,6 +99,53 @@ def test_the_rotary_kernel_turns_as_the_stock_layer_at_every_length():
             results.append((*heads, *grads))
         for a, b in zip(*results, strict=True):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask_shape", [None, (1, 1, 20, 20), (3, 1, 20, 20), (3, 1, 6, 20)])
+def test_the_short_row_attention_equals_sdpa(mask_shape):
+    """`_Attention` (batched products, probabilities kept) against SDPA: outputs and the
+    gradients of q, k and v, with no mask, one mask for every row, one per row, and a few
+    queries' rows (the narrowed last layer)."""
+    torch.manual_seed(0)
+    n = 6 if mask_shape and mask_shape[2] == 6 else 20
+    q = torch.randn(3, 2, n, 16, requires_grad=True)
+    k, v = (torch.randn(3, 2, 20, 16, requires_grad=True) for _ in range(2))
+    mask = None
+    if mask_shape:
+        mask = torch.rand(mask_shape) < 0.6
+        mask[..., 0] = True  # every query sees a key
+    weights = torch.randn(3, 2, n, 16)
+    results = []
+    for out in (
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        modern_kernels._Attention.apply(q, k, v, mask),
+    ):
+        results.append((out, *torch.autograd.grad((out * weights).sum(), (q, k, v))))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_long_rows_dropout_and_float_masks_attend_through_sdpa(monkeypatch):
+    """Past `EXPLICIT_MAX_LEN` keys, with attention dropout in training, or with an additive
+    mask, the kernel hands attention to SDPA."""
+
+    class Refused(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            raise AssertionError("the short-row attention ran")
+
+    monkeypatch.setattr(modern_kernels, "_Attention", Refused)
+    torch.manual_seed(0)
+    layer = RotaryAttention(tiny_modern_config(attention_dropout=0.1))
+    long = modern_kernels.EXPLICIT_MAX_LEN + 1
+    rope = rotary(long, TINY.head_dim, 10_000.0, CPU)
+    layer.eval()(torch.randn(1, long, TINY.hidden_size), None, rope)  # a long row
+    short = rotary(8, TINY.head_dim, 10_000.0, CPU)
+    layer.train()(torch.randn(1, 8, TINY.hidden_size), None, short)  # dropout
+    q = torch.randn(1, 2, 8, 16)
+    layer.eval().attend(q, q, q, torch.zeros(1, 1, 8, 8))  # an additive mask
+    with pytest.raises(AssertionError, match="short-row"):
+        layer.eval()(torch.randn(1, 8, TINY.hidden_size), None, short)
 
 
 def test_kernels_keep_hf_parity():

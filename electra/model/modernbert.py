@@ -125,11 +125,7 @@ class ModernBertAttention(nn.Module):
     ) -> torch.Tensor:
         b, t, h = x.shape
         q, k, v = self.heads(x, rope)
-        p = self.dropout_p if self.training else 0.0
-        if isinstance(mask, PathMask):  # flex or varlen (electra.model.attention)
-            out = mask.attend(q, k, v)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        out = self.attend(q, k, v, mask)
         return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, t, h)))
 
     def heads(
@@ -163,9 +159,23 @@ class ModernBertAttention(nn.Module):
         q, k = apply_rotary(q, rope[:, positions].unsqueeze(2)), apply_rotary(k, rope)
         if mask is not None:  # each query's row of keys: [B or 1, 1, T, T] -> [B, 1, N, T]
             mask = mask.expand(b, 1, t, t).gather(2, positions[:, None, :, None].expand(b, 1, n, t))
-        p = self.dropout_p if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        out = self.attend(q, k, v, mask)
         return self.out_drop(self.Wo(out.transpose(1, 2).reshape(b, n, h)))
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Attention of q [B, heads, N, d] over k, v [B, heads, T, d] under the boolean `mask`
+        (True where a query may see a key; None: every key), with the layer's dropout in
+        training: [B, heads, N, d]. SDPA (`electra.model.modern_kernels` has a faster one for
+        short rows on CPU), or the flex or varlen path's own (`electra.model.attention`)."""
+        if isinstance(mask, PathMask):
+            return mask.attend(q, k, v)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout_now())
+
+    def dropout_now(self) -> float:
+        """The attention dropout rate now (none in eval)."""
+        return self.dropout_p if self.training else 0.0
 
 
 class ModernBertMLP(nn.Module):
