@@ -24,8 +24,8 @@ attention with dropout in training out with that dropout, one head at a time to 
 head-layout copies. On GPU, under torch.compile (which may wrap a model after the swap: the check
 is made at each call), in eval and at p = 0 the stock dropout and SDPA run instead.
 
-The modern family's CPU kernels (fused rotary heads, GeGLU) are in `electra.model.modern_kernels`;
-`use_kernels` swaps them in with these.
+The modern family's CPU kernels (fused rotary heads, short-row attention, GeGLU) are in
+`electra.model.modern_kernels`; `use_kernels` swaps them in with these.
 
 The malloc setting that also speeds CPU training (`electra.engine.host_memory`) is not here: it is a
 setting of the whole process, not of a model, and `electra.engine.runtime.configure_process` applies it.

@@ -185,8 +185,7 @@ class GegluMLP(ModernBertMLP):
     activation is a GELU and no dropout runs."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.Wi(x)
         dropped = self.training and self.drop.p > 0
-        if not eager_cpu(h) or dropped or not isinstance(self.act, nn.GELU):
+        if not eager_cpu(x) or dropped or not isinstance(self.act, nn.GELU):
             return super().forward(x)
-        return self.Wo(_Geglu.apply(h, self.act.approximate))
+        return self.Wo(_Geglu.apply(self.Wi(x), self.act.approximate))

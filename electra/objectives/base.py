@@ -199,7 +199,7 @@ class Objective(nn.Module):
         attention_mask: torch.Tensor,
     ) -> MaskedLM:
         """Masks the batch and runs `model` (a family's masked LM) with its vocabulary head at the
-        slots only."""
+        slots only (`hidden_at`: the modern family runs its last layer there only too)."""
         vocab = model.config.vocab_size
         m = mask_tokens(input_ids, attention_mask, self.special, self.cfg, self.num_slots, vocab)
         hidden = model.hidden_at(m.input_ids, token_type_ids, attention_mask, m.positions)
