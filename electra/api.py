@@ -84,13 +84,16 @@ def evaluate(
     out: str | Path | None = None,
     task: str | None = None,
     runtime: InferenceRuntime | None = None,
+    reading: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Predicts and scores a split with a fine-tuned model as `electra evaluate` does, writing
     its predictions and scores to `out` (default MODEL/eval-SPLIT); returns the scores. `task`,
-    where given, is checked against the model's."""
+    where given, is checked against the model's; `reading` ({"text_columns", "delimiter",
+    "label_column"}) reads files of your own by other columns or separator than its training
+    files' (a Hugging Face folder records none)."""
     from electra.finetuning.evaluate import evaluate as run
 
-    return run(model, data, split, out, task, runtime=runtime)
+    return run(model, data, split, out, task, runtime=runtime, reading=reading)
 
 
 def export(

@@ -217,7 +217,9 @@ class RuntimeConfig:
     # flex (FlexAttention under block masks) or varlen (flash variable-length, one sequence per
     # document); flex and varlen train on CUDA only. The electra family runs sdpa.
     attention: str = "sdpa"
-    progress: bool = True  # a progress bar on stderr
+    # progress on stderr: a bar on a terminal, else (a log file) a plain line at each tenth of
+    # the work or every minute; --no-progress on every command turns it off
+    progress: bool = True
 
     def __post_init__(self) -> None:
         s = self.section

@@ -18,11 +18,15 @@ from electra.cli.main import main
 from electra.config import ModelConfig, ObjectiveConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
+from electra.engine.runtime import key_compile_cache_by_cpu
 from electra.model_config import ModernConfig
 
 # Tests read local folders only; should one name a hub model by mistake, it fails here at once
 # rather than reaching for the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Tests that call torch.compile themselves share inductor's cache with runs under other kernel sets
+# (.ci/run runs the numeric tests again with ATEN_CPU_CAPABILITY=avx2), as `compile_model` does.
+key_compile_cache_by_cpu()
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

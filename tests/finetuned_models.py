@@ -143,3 +143,30 @@ def finetuned(factory, name: str) -> Path:
 
 def best_seed(out: Path) -> Path:
     return out / json.loads((out / "results.json").read_text())["best_seed_dir"]
+
+
+def dev_logits(model: Path, dev: Path) -> torch.Tensor:
+    """The fine-tuned `model`'s logits (a regression's on its head's scale) on its task's `dev`
+    file, as one padded batch: the size the rounding of predictions from them is taken at."""
+    from electra.hf.finetuned import load_finetuned
+
+    task, net, tokenizer, cfg = load_finetuned(model)
+    batch = task.encode(task.read(dev, "dev"), tokenizer, cfg.max_seq_len, training=False).tensors
+    with torch.no_grad():
+        return net.eval()(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+
+def prediction_bound(model: Path, dev: Path, scale: float = 1.0) -> float:
+    """How far two float32 computations of the tiny fine-tuned `model`'s predictions on `dev`
+    (probabilities, or values on the targets' scale) may lie apart: the rounding of its chain (2
+    layers, the embeddings' LayerNorm and projection, the head's products: tests/numerics.py)
+    over its longest reduction, the intermediate size 64 (above rows of at most 64 tokens), at
+    the size of its logits times `scale` (a regression's targets' scale: STS-B's 5); a
+    probability moves no more than its logits do."""
+    from .numerics import encoder_depth, rounding_bound
+
+    cfg = tiny_model_config()
+    size = max(dev_logits(model, dev).abs().max().item(), 1.0) * scale
+    return rounding_bound(
+        torch.float32, cfg.intermediate_size, encoder_depth(cfg.num_hidden_layers, 5), size
+    )

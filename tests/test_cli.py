@@ -119,7 +119,7 @@ def test_full_cli_pipeline_and_detect_json(data, tmp_path, capsys):
     assert "discriminator:" in err and "generator:" in err  # both networks' sizes are printed
     code, out, _ = run_cli(capsys, "detect", "--model", tmp_path / "run", "--json", "the lazy dog")
     assert code == 0
-    tokens = json.loads(out)
+    [tokens] = json.loads(out)  # a list per text, one text too
     assert [t["token"] for t in tokens] == ["the", "lazy", "dog"]
     assert all(set(t) == {"token", "p_replaced"} for t in tokens)
     # Resume to more steps, with an override given as --section.field.

@@ -20,12 +20,14 @@ from safetensors.torch import load_file
 from electra.data.store import BatchStream, PretrainingData
 from electra.engine.checkpoint import checkpoint_dirs
 from electra.engine.distributed import World, init_process_group
+from electra.engine.optim import learning_rate
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
 from electra.model.kernels import cpu_info
 
 from .conftest import tiny_cfg
+from .numerics import encoder_depth, rounding_bound
 
 TIMEOUT = 240  # seconds for one multi-process run; a hang fails instead of stalling CI
 
@@ -125,6 +127,7 @@ def wait_for(predicate, what: str, proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
 def test_two_processes_train_the_weights_of_one_that_accumulates(wikitext_data, tmp_path, parallel):
     """A global batch of 8 as 2 processes x 4 equals 1 process x 2 micro-batches of 4, dropout
@@ -151,14 +154,27 @@ def test_two_processes_train_the_weights_of_one_that_accumulates(wikitext_data, 
             assert_same_weights(a, b, 0.0)
         last = -1  # the logged row of the last step compared
     else:
-        assert_same_weights(weights(one, 2), weights(two, 2), 1e-6, runs=(one, two))
+        # One Adam update separates step 2's weights from the start (step 0's LR is 0), of at
+        # most 3.16 LR per weight (the official first update, (1 - b1) / sqrt(1 - b2)). It
+        # divides moments of the gradients, so its gap is its size times their relative rounding:
+        # the backward chain of the discriminator (2 layers and 7 reductions beside them) over
+        # the 8 x 64 tokens of the global batch, and the clipping norm's sum over every weight.
+        start = weights(one, 2)
+        step = 3.16 * learning_rate(1, cfg.train.lr, cfg.train.steps, cfg.train.warmup_steps)
+        gradients = rounding_bound(torch.float32, 8 * 64, encoder_depth(2, 7, backward=True))
+        norm = rounding_bound(torch.float32, sum(w.numel() for w in start.values()))
+        assert_same_weights(start, weights(two, 2), step * (gradients + norm), runs=(one, two))
         assert_exported_as_trained(two)
         last = 0
-    # Rank 0 alone writes: each logging step once, with the global batch's statistics.
+    # Rank 0 alone writes: each logging step once, with the global batch's statistics. The
+    # weights those steps ran with are equal: their figures differ by the order they are
+    # combined in (two micro-batches or two ranks, over the two steps logged), relative to
+    # their size (sums of positive terms).
     rows, ref = read_metrics(two), read_metrics(one)
     assert [r["step"] for r in rows] == [2, 4, 6]
-    assert rows[last]["loss"] == pytest.approx(ref[last]["loss"], rel=1e-5)
-    assert rows[last]["disc_auc"] == pytest.approx(ref[last]["disc_auc"], rel=1e-5)
+    combined = rounding_bound(torch.float32, 2 * 2, 2)
+    assert rows[last]["loss"] == pytest.approx(ref[last]["loss"], rel=combined)
+    assert rows[last]["disc_auc"] == pytest.approx(ref[last]["disc_auc"], rel=combined)
     assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())
 
 

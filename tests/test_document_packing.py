@@ -19,6 +19,7 @@ from electra.objectives import build_objective
 from electra.objectives.electric import ClozeTowers
 
 from .conftest import WORDS, assert_one_line_error, run_cli, tiny_modern_config
+from .numerics import encoder_depth, largest, rounding_bound
 
 
 def pack(documents, seq_len=20, continuation=frozenset()):
@@ -121,6 +122,20 @@ def packed_row(seed, t=40, first=17):
     return ids, docs
 
 
+def modern_bound(expected: torch.Tensor, extra: int = 4) -> float:
+    """The rounding of the tiny modern encoder on a row of 40: 3 layers, the embeddings' and
+    final LayerNorms (and `extra` beyond them); the longest reduction the intermediate size (48,
+    above 40 keys and the hidden size 32)."""
+    cfg = tiny_modern_config()
+    depth = encoder_depth(cfg.num_hidden_layers, extra=extra)
+    return rounding_bound(torch.float32, cfg.intermediate_size, depth, largest(expected))
+
+
+def gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+@pytest.mark.numeric
 def test_a_token_output_does_not_change_when_another_document_in_its_row_does():
     torch.manual_seed(0)
     model = ModernBertModel(tiny_modern_config()).eval()
@@ -132,13 +147,16 @@ def test_a_token_output_does_not_change_when_another_document_in_its_row_does():
         alone = model(ids[:, :17])  # document 1 in a row of its own
         unmasked = model(changed, None, (docs != 0).long())
     first = docs[0] == 1
-    assert torch.allclose(a[0, first], b[0, first], atol=1e-6)
-    assert torch.allclose(a[0, :17], alone[0], atol=1e-5)  # rotary: only distances count
+    bound = modern_bound(a[0])
+    assert gap(a[0, first], b[0, first]) <= bound
+    assert gap(a[0, :17], alone[0]) <= bound  # rotary: only distances count
     second = docs[0] == 2
-    assert not torch.allclose(a[0, second], b[0, second], atol=1e-3)
-    assert not torch.allclose(b[0, first], unmasked[0, first], atol=1e-3)  # the mask did it
+    # what the comparisons above allow would not hide the changes below
+    assert gap(a[0, second], b[0, second]) > bound
+    assert gap(b[0, first], unmasked[0, first]) > bound  # the mask did it
 
 
+@pytest.mark.numeric
 def test_electric_towers_stay_within_their_document(special):
     torch.manual_seed(0)
     cfg = tiny_modern_config()
@@ -155,7 +173,8 @@ def test_electric_towers_stay_within_their_document(special):
         a = towers(ids, torch.zeros_like(ids), docs)
         b = towers(changed, torch.zeros_like(ids), docs)
     first = docs[0] == 1
-    assert torch.allclose(a[0, first], b[0, first], atol=1e-6)
+    # the towers' join and the MLM head: 5 more reductions
+    assert gap(a[0, first], b[0, first]) <= modern_bound(a[0], extra=9)
 
 
 def documents_folder(tmp_path, capsys, seq_len):

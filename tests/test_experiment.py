@@ -8,6 +8,7 @@ import pytest
 
 from electra.cli.main import main
 from electra.data.store import PretrainingData
+from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
 from electra.objectives.flops import official_train_flops, train_flops
 from electra.recipes import experiment
@@ -153,10 +154,13 @@ def test_arms_cross_architecture_and_objective(wikitext_data):
         resolve(plan, data)
 
 
-def test_an_experiment_across_architecture_and_objective(wikitext_data, tmp_path, capsys):
+def test_an_experiment_across_architecture_and_objective(
+    wikitext_data, tmp_path, capsys, monkeypatch
+):
     """ELECTRA-family RTD against modern-family MLM, on a task on the user's own files: each
     arm's checkpoint exports and fine-tunes (the discriminator, BERT's one network), and the
-    table names each arm with its architecture."""
+    table names each arm with its architecture. Every FLOP figure printed, logged and plotted
+    per arm is in the budget's (model) convention; runs shorter than log_every still plot."""
     rows = [
         [r["sentence"], ("negative", "positive")[int(r["label"])]]
         for r in glue_rows("SST-2", "train", 24)
@@ -168,8 +172,10 @@ def test_an_experiment_across_architecture_and_objective(wikitext_data, tmp_path
     args = ["experiment", "--data", wikitext_data, "--out", out, "--arm", ELECTRA_RTD]
     args += ["--arm", MODERN_MLM, "--steps", "6", "--seeds", "2"]
     args += ["--task", "classification", "--task-data", task]
-    args += ["--pretrain-set", *[f"{k}={v}" for k, v in SHARED.items()]]
+    short = {**SHARED, "train.log_every": "100"}  # longer than either run
+    args += ["--pretrain-set", *[f"{k}={v}" for k, v in short.items()]]
     args += ["--finetune-set", "epochs=1", "max_seq_len=32", "device=cpu"]
+    figures = _figures(monkeypatch)
     code, table, err = run_cli(capsys, *args)
     assert code == 0, err
     plan = json.loads((out / "experiment.json").read_text())
@@ -184,11 +190,131 @@ def test_an_experiment_across_architecture_and_objective(wikitext_data, tmp_path
         scores = row["tasks"]["classification"]
         assert len(scores["per_seed"]) == 2 and 0 <= row["glue"] <= 100
         assert scores["model"].endswith(f"step_{steps[label]}/{network}")
+        marked = _table(table.splitlines())[label]["classification"].endswith(" †")
+        assert marked == (scores["median"] <= scores["baseline"])
+    _one_convention(plan, err, out, figures)
     # an arm naming a setting its family lacks: one line, nothing written
     bad = [*args[:6], "modern-rtd:preset=modern-tiny,model.embedding_size=16", *args[7:]]
     code, _, err = run_cli(capsys, *[a if a != out else tmp_path / "xp2" for a in bad])
     assert_one_line_error(code, err, "model.embedding_size in arm modern-rtd")
     assert not (tmp_path / "xp2").exists()
+
+
+def _one_convention(plan: dict, err: str, out, figures: dict) -> None:
+    """Each arm's printed, logged and plotted FLOPs are the table's, in the model convention."""
+    flops = {label: f"{arm['train_flops']:.3g}" for label, arm in plan["arms"].items()}
+    counted = [ln for ln in err.splitlines() if ln.startswith("training FLOPs: ")]
+    assert len(counted) == 2 and not any("official counter" in ln for ln in counted)
+    electra, modern = counted  # the arms run in order
+    assert electra == (
+        f"training FLOPs: {flops['electra-rtd']} for 6 steps (the model convention, matmuls "
+        "only, as MFU counts: the experiment counts every arm in it)"
+    )
+    assert modern.startswith(f"training FLOPs: {flops['modern-mlm']} for ")
+    assert "the official one has no count for this architecture" in modern
+    lines = _lines(figures["losses.png"].axes[0])
+    for label, arm in plan["arms"].items():
+        assert (
+            f"experiment: {label} pretrained to step {arm['steps']}/{arm['steps']}, "
+            f"{flops[label]} training FLOPs (model convention; " in err
+        )
+        (row,) = read_metrics(out / "arms" / label / "pretrain")  # log_every > steps: the last
+        assert (row["step"], row["train_flops"]) == (arm["steps"], arm["train_flops"])
+        key = "disc_loss" if label == "electra-rtd" else "mlm_loss"
+        assert lines[f"{label} ({key})"] == ([arm["train_flops"]], "o")  # one point, drawn
+
+
+def _figures(monkeypatch) -> dict:
+    """The figures the experiment saves, by file name, kept for inspection."""
+    saved, save = {}, experiment._save
+
+    def keep(fig, path):
+        saved[path.name] = fig
+        save(fig, path)
+
+    monkeypatch.setattr(experiment, "_save", keep)
+    return saved
+
+
+def _table(lines: list[str]) -> dict[str, dict[str, str]]:
+    """results.md's table: {arm: {column: cell}}."""
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines if ln.startswith("| ")]
+    header, *body = rows
+    return {r[0]: dict(zip(header, r, strict=True)) for r in body}
+
+
+def _lines(ax) -> dict:
+    """An axis's lines by label: (x values, marker)."""
+    return {ln.get_label(): (list(ln.get_xdata()), ln.get_marker()) for ln in ax.get_lines()}
+
+
+def test_the_report_marks_baselines_and_counts_in_one_convention(
+    wikitext_data, tmp_path, monkeypatch
+):
+    """results.md marks a median at or below its baseline and names the baseline under the
+    table; losses.png draws every arm on the budget's convention (an ELECTRA arm's log in the
+    official one notwithstanding), says which on the axis, and marks the points of short lines."""
+    plan = _plan(wikitext_data, shared_data("glue"), arms=[parse_arm(ELECTRA_RTD)], steps=6)
+    plan.arms.append(parse_arm(MODERN_MLM))
+    plan.pretrain_set = SHARED
+    data = PretrainingData(str(wikitext_data))
+    resolved = resolve(plan, data)
+    assert resolved["convention"] == "model"
+    out, info = tmp_path / "xp", resolved["arms"]
+    rule = "the training majority class 'not_entailment' (50.4%) for every example"
+    for label, median in (("electra-rtd", 52.7), ("modern-mlm", 60.0)):
+        steps = info[label]["steps"]
+        summary = out / "arms" / label / f"step_{steps}" / "finetune" / "rte" / "summary.json"
+        summary.parent.mkdir(parents=True)
+        row = {"metric": "accuracy", "median": median, "min": median, "max": median}
+        summary.write_text(json.dumps(row | {"baseline": 52.7, "baseline_rule": rule}))
+    cfgs = {a.label: arm_config(plan, a, info[a.label]["steps"], data) for a in plan.arms}
+    rtd = cfgs["electra-rtd"]
+    logged = {  # a run shorter than log_every logs its last step only, here in its own convention
+        "electra-rtd": [{"step": 6, "disc_loss": 0.5, "mlm_loss": 9.0}],
+        "modern-mlm": [
+            {"step": s, "mlm_loss": 9.0 - s / 10} for s in (1, info["modern-mlm"]["steps"])
+        ],
+    }
+    logged["electra-rtd"][0]["train_flops"] = official_train_flops(rtd)
+    for label, rows in logged.items():
+        run = out / "arms" / label / "pretrain"
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    figures = _figures(monkeypatch)
+    experiment.write_results(plan, resolved, out)
+
+    table = (out / "results.md").read_text().splitlines()
+    cells = {arm: row["rte"] for arm, row in _table(table).items()}
+    assert cells == {"electra-rtd": "52.7 (52.7–52.7) †", "modern-mlm": "60.0 (60.0–60.0)"}
+    assert table[-1] == f"† At or below the trivial baseline (rte 52.7, by predicting {rule}): " + (
+        "no better than one answer for every example (results.json lists the seeds that did not "
+        "beat it), so the arm's pretraining gave that task nothing its fine-tuning could use."
+    )
+
+    enc, gen = figures["losses.png"].axes
+    assert enc.get_xlabel() == gen.get_xlabel() == "pretraining FLOPs (model convention)"
+    assert figures["glue_vs_flops.png"].axes[0].get_xlabel() == enc.get_xlabel()
+    lines = _lines(enc)
+    # the ELECTRA arm's one point, at the table's FLOPs (the model convention), and drawn
+    assert lines["electra-rtd (disc_loss)"] == ([info["electra-rtd"]["train_flops"]], "o")
+    assert (
+        info["electra-rtd"]["train_flops"] == train_flops(rtd, "model") != official_train_flops(rtd)
+    )
+    modern = [
+        train_flops(cfgs["modern-mlm"], "model", steps=s) for s in (1, info["modern-mlm"]["steps"])
+    ]
+    assert lines["modern-mlm (mlm_loss)"] == (modern, "o")
+    assert modern[-1] == info["modern-mlm"]["train_flops"]
+    assert _lines(gen) == {"electra-rtd": ([info["electra-rtd"]["train_flops"]], "o")}
+
+    # a long line is drawn bare: its markers would hide the curve
+    many = [(float(s), 1.0) for s in range(1, experiment.MARKED_POINTS + 2)]
+    experiment.plot_losses(
+        {"long": {"key": "mlm_loss", "encoder": many, "generator": []}}, out, "official"
+    )
+    (line,) = figures["losses.png"].axes[0].get_lines()
+    assert len(line.get_xdata()) == len(many) and line.get_marker() in (None, "None", "")
 
 
 def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, capsys):

@@ -18,6 +18,7 @@ from electra.hf.pretrained import load_pretrained, save_pretrained
 from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
 
 from .conftest import shared_data, tiny_model_config
+from .numerics import assert_same_computation, encoder_depth
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (the hf extra) not installed"
@@ -75,13 +76,20 @@ def assert_parity(ours, hf, vocab):
         b = hf(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
     real = mask.bool()
     assert a.shape == b.shape
-    assert (a - b).abs()[real].max().item() <= 1e-5
+    # The longest reduction: the intermediate size (or a wider hidden or embedding size; the
+    # rows' 24 keys are fewer). The chain: the layers, the embeddings' LayerNorm and projection
+    # (3) and the generator's head, the longer one: dense layer, LayerNorm, decoder (4).
+    cfg = ours.config
+    terms = max(cfg.intermediate_size, cfg.hidden_size, cfg.embedding_size, ids.shape[1])
+    depth = encoder_depth(cfg.num_hidden_layers, extra=7)
+    assert_same_computation(a[real], b[real], terms=terms, depth=depth)
 
 
 def hf_class(arch):
     return getattr(transformers, arch)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("name", SMALL_CONFIGS)
 @pytest.mark.parametrize("cls", [ElectraForPreTraining, ElectraForMaskedLM])
 def test_export_loads_in_transformers_with_parity(name, cls, tokenizer, tmp_path):
@@ -98,6 +106,7 @@ def test_export_loads_in_transformers_with_parity(name, cls, tokenizer, tmp_path
     assert auto(text)["input_ids"] == tokenizer.encode(text).ids
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("name", RELEASED)
 def test_released_configs_import_with_parity(name, tokenizer, tmp_path):
     """HF models with the released checkpoints' configs (random weights: the hub is unreachable)."""

@@ -16,6 +16,14 @@ from electra.model.electra import (
 )
 from electra.objectives import build_objective
 
+from .numerics import assert_same_computation, encoder_depth
+
+pytestmark = pytest.mark.numeric
+
+# The tiny encoder's longest reduction is its intermediate size (64, above the hidden size 32 and
+# 20 keys); its chain the layers', the embeddings' projection and LayerNorm (3), and a head's:
+# the generator's dense layer, LayerNorm and decoder (4), the discriminator's two products (2).
+
 # docs/specification.md §Model sizes: discriminator embeddings + encoder, and generator parameters
 # not shared.
 EXPECTED = {"small": (13.48e6, 0.65e6), "base": (108.9e6, 9.9e6), "large": (334.1e6, 19.5e6)}
@@ -109,7 +117,9 @@ def test_shapes_and_masked_positions_only(tiny_model):
     positions = torch.tensor([[1, 5], [0, 19], [7, 7]])
     at = gen(ids, positions=positions)
     assert full.shape == (3, 20, 100) and at.shape == (3, 2, 100)
-    assert torch.allclose(at, full.gather(1, positions[..., None].expand(-1, -1, 100)), atol=1e-6)
+    gathered = full.gather(1, positions[..., None].expand(-1, -1, 100))
+    depth = encoder_depth(tiny_model.num_hidden_layers, extra=7)
+    assert_same_computation(at, gathered, terms=tiny_model.intermediate_size, depth=depth)
     disc = ElectraForPreTraining(tiny_model).eval()
     assert disc(ids).shape == (3, 20)
 
@@ -122,7 +132,8 @@ def test_padding_does_not_change_real_token_outputs(tiny_model):
     mask = torch.cat([torch.ones(1, 10), torch.zeros(1, 6)], 1).long()
     a = disc(ids, attention_mask=torch.ones_like(ids))
     b = disc(padded, attention_mask=mask)[:, :10]
-    assert torch.allclose(a, b, atol=1e-5)
+    depth = encoder_depth(tiny_model.num_hidden_layers, extra=5)
+    assert_same_computation(a, b, terms=tiny_model.intermediate_size, depth=depth)
 
 
 @pytest.mark.parametrize("module", ["electra", "heads"])

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from electra.atomic import refuse_existing
@@ -16,20 +17,25 @@ from electra.errors import ElectraError
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     from electra.atomic import atomic_dir
     from electra.data.corpus import resolve_paths
-    from electra.data.tokenizer import save_tokenizer, train_tokenizer
+    from electra.data.tokenizer import lowercases, model_specials, save_tokenizer, train_tokenizer
 
+    model_specials(args.model)  # a wrong kind is refused before the corpus is read
     out = Path(args.out)
     refuse_existing(out, args.overwrite)
     paths = resolve_paths(args.corpus)
     tok = train_tokenizer(
-        paths, args.vocab_size, lowercase=not args.cased, min_frequency=args.min_frequency
+        paths,
+        args.vocab_size,
+        lowercase=args.lowercase,
+        min_frequency=args.min_frequency,
+        model=args.model,
     )
     if tok.get_vocab_size() <= 5:
         raise ElectraError(
             f"no text found in {', '.join(args.corpus)}: the tokenizer learned no tokens"
         )
     with atomic_dir(out) as tmp:
-        save_tokenizer(tok, tmp, lowercase=not args.cased)
+        save_tokenizer(tok, tmp, lowercase=lowercases(tok))
     size = tok.get_vocab_size()
     print(f"{_short_vocab_note(size, args)}tokenizer with {size} tokens -> {out}")
 
@@ -38,11 +44,17 @@ def _short_vocab_note(size: int, args: argparse.Namespace) -> str:
     # --vocab-size is a ceiling, not a target: a small corpus runs out of pairs to merge first.
     if size >= args.vocab_size:
         return ""
-    times = "time" if args.min_frequency == 1 else "times"
+    if args.model == "unigram":
+        why = "Unigram keeps no more pieces than the corpus's frequent substrings give"
+    else:
+        from electra.data.tokenizer import DEFAULT_MIN_FREQUENCY
+
+        least = DEFAULT_MIN_FREQUENCY if args.min_frequency is None else args.min_frequency
+        times = "time" if least == 1 else "times"
+        kind = "WordPiece" if args.model == "wordpiece" else "BPE"
+        why = f"{kind} stops when no pair of pieces occurs --min-frequency {least} {times}"
     return (
-        f"note: the corpus gave {size} tokens, fewer than --vocab-size {args.vocab_size} "
-        f"(WordPiece stops when no pair of pieces occurs --min-frequency {args.min_frequency} "
-        f"{times}); "
+        f"note: the corpus gave {size} tokens, fewer than --vocab-size {args.vocab_size} ({why}); "
     )
 
 
@@ -87,7 +99,7 @@ def cmd_detect(args: argparse.Namespace) -> None:
 
     results = detect(args.model, args.text)
     if args.json:
-        print(json.dumps(results[0] if len(results) == 1 else results))
+        print(json.dumps(results))  # one entry per text, one text or several
         return
     for text, tokens in zip(args.text, results, strict=True):
         print(f"{text}\n{format_table(tokens)}\n")
@@ -105,6 +117,7 @@ def cmd_score_text(args: argparse.Namespace) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> None:
+    from electra.engine.progress import progress_off
     from electra.recipes.experiment import Plan, parse_arm, run_experiment
 
     def pairs(items: list[str], flag: str) -> dict[str, str]:
@@ -132,7 +145,8 @@ def cmd_experiment(args: argparse.Namespace) -> None:
         finetune_set=pairs(args.finetune_set, "--finetune-set"),
         task_data={args.task: args.task_data} if args.task else {},
     )
-    run_experiment(plan, args.out)
+    with progress_off() if args.no_progress else contextlib.nullcontext():
+        run_experiment(plan, args.out)  # (not a setting of the plan: a continuation may differ)
     print((Path(args.out) / "results.md").read_text(), end="")
 
 
@@ -160,12 +174,18 @@ def cmd_presets(args: argparse.Namespace) -> None:
     from electra.model.registry import encoder_of
     from electra.objectives.sharing import build_pair
 
+    if args.vocab_size is not None and args.vocab_size < 1:
+        raise ElectraError(f"--vocab-size {args.vocab_size}: give at least 1")
+    # The counts are made with the vocabulary of the last column: each family's default, or
+    # --vocab-size (a run's is its data's tokenizer's).
     w = max(8, *map(len, PRESETS))  # the names' column
     print(
-        f"{'preset':<{w}} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr"
+        f"{'preset':<{w}} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr      vocab"
     )
     for name in PRESETS:
         c = preset(name)
+        if args.vocab_size is not None:  # the padding id only has to be a token of it
+            c.model = replace(c.model, vocab_size=args.vocab_size, pad_token_id=0)
         with torch.device("meta"):  # sizes only, no memory
             # The pair as the preset's sharing builds it, in its family (electra.model.registry).
             g, d = build_pair(c.model, c.objective)
@@ -175,14 +195,16 @@ def cmd_presets(args: argparse.Namespace) -> None:
             f"{name:<{w}} {format_count(count_parameters(encoder_of(d))):>14} "
             f"{format_count(count_parameters(d, g) - count_parameters(d)):>14} {c.model.hidden_size:>5} "
             f"{c.model.num_hidden_layers:>3} {e:>5} {gh:>5}  {c.data.seq_len:>3} "
-            f"{c.train.batch_size:>6}  {c.train.lr:g}"
+            f"{c.train.batch_size:>6}  {c.train.lr:<6g}  {c.model.vocab_size}"
         )
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    from electra.engine.progress import progress_off
     from electra.recipes.demo import run_demo
 
-    run_demo(args.out, steps=args.steps)
+    with progress_off() if args.no_progress else contextlib.nullcontext():
+        run_demo(args.out, steps=args.steps)
 
 
 def _finetune_settings(args: argparse.Namespace):
@@ -269,7 +291,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     split = _evaluated_split(args)
     data = _data_source(args, (split,))
-    results = evaluate(args.model, data, split, args.out, args.task, _inference_runtime(args))
+    reading = {
+        "text_columns": args.text_columns,
+        "delimiter": args.delimiter,
+        "label_column": args.label_column,
+    }
+    results = evaluate(
+        args.model, data, split, args.out, args.task, _inference_runtime(args), reading
+    )
     for line in summary_lines(results, split):
         print(line)
     for name in results["submission_files"]:

@@ -108,6 +108,20 @@ def add_config_flags(
         )
 
 
+def add_no_progress(parser: argparse.ArgumentParser) -> None:
+    """`electra pretrain --no-progress`: the spelling of every command that shows progress
+    (fine-tuning's and predict's come from their `progress` field), here the same as the setting
+    `--train.progress false` that config files and saved runs hold."""
+    parser.add_argument(
+        "--no-progress",
+        dest=_CONFIG_FLAG + "train.progress",
+        action="store_const",
+        const="false",
+        default=None,
+        help="no progress on stderr (the same as --train.progress false)",
+    )
+
+
 def _flag_kind(f, prefix: str) -> dict[str, Any]:
     """How a field's flag takes its value, by the field's declared type."""
     typ = str(f.type)

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import textwrap
 from dataclasses import fields
 
 from electra.cli.commands import (
@@ -25,7 +26,7 @@ from electra.cli.commands import (
     cmd_score_text,
     cmd_tokenizer_train,
 )
-from electra.cli.flags import PRETRAIN_ALIASES, add_config_flags
+from electra.cli.flags import PRETRAIN_ALIASES, add_config_flags, add_no_progress
 from electra.errors import ElectraError, Interrupted
 from electra.tasks.settings import DELIMITERS
 
@@ -52,14 +53,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
-    tok = sub.add_parser("tokenizer", help="train a WordPiece tokenizer")
+    tok = sub.add_parser("tokenizer", help="train a WordPiece, BPE or Unigram tokenizer")
     tok_sub = tok.add_subparsers(dest="action", required=True)
-    t = tok_sub.add_parser("train", help="train WordPiece on a corpus (uncased unless --cased)")
+    t = tok_sub.add_parser("train", help="train a tokenizer on a corpus (WordPiece by default)")
     t.add_argument("corpus", nargs="+", help="text/jsonl/gz files, globs or folders")
+    # Checked by the library, so that a wrong kind is one `electra: error:` line.
+    t.add_argument(
+        "--model",
+        default="wordpiece",
+        metavar="{wordpiece,bpe,unigram}",
+        help="WordPiece as BERT's (default), byte-level BPE as RoBERTa's, or Unigram as "
+        "DeBERTa-v3's",
+    )
     t.add_argument("--vocab-size", type=int, default=30522)
     t.add_argument("--out", required=True)
-    t.add_argument("--cased", action="store_true", help="keep case and accents")
-    t.add_argument("--min-frequency", type=int, default=2)
+    case = t.add_mutually_exclusive_group()
+    case.add_argument(
+        "--cased",
+        dest="lowercase",
+        action="store_false",
+        default=None,
+        help="keep case (and accents): the default of bpe and unigram",
+    )
+    case.add_argument(
+        "--uncased",
+        dest="lowercase",
+        action="store_true",
+        default=None,
+        help="lowercase (WordPiece strips accents too): the default of wordpiece",
+    )
+    t.add_argument(
+        "--min-frequency",
+        type=int,
+        default=None,
+        help="WordPiece and BPE: the least count of a merged pair (default 2)",
+    )
     t.add_argument("--overwrite", action="store_true")
     t.set_defaults(func=cmd_tokenizer_train)
 
@@ -99,13 +127,15 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
         "[--section.field VALUE ...]",
         help="pretrain an ELECTRA discriminator and generator",
         epilog="Any config field can be set as --section.field VALUE, e.g. --train.lr 1e-4.",
+        formatter_class=WholeNamesFormatter,
     )
-    pt.add_argument("--preset", help="tiny, small, small++, base or large (default small)")
+    pt.add_argument("--preset", help=f"{preset_names()} (default small)")
     pt.add_argument("--config", help="a JSON or TOML config file")
     pt.add_argument("--out", help="run folder (default runs/PRESET)")
     pt.add_argument(
         "--resume", metavar="RUN", help="continue the run in this folder from its last checkpoint"
     )
+    add_no_progress(pt)
     small = preset("small")
     for name, section in field_types(RunConfig).items():
         if name == "preset":
@@ -126,6 +156,35 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
 
 
+class WholeNamesFormatter(argparse.HelpFormatter):
+    """argparse's help, its lines wrapped between words only: a name with a hyphen
+    (`modern-small`, `--no-progress`) is never cut in two."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.fill(
+            text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+
+def preset_names() -> str:
+    """Every preset of electra.config.PRESETS, both families': "tiny, small, ... or modern-large"."""
+    from electra.config import PRESETS
+
+    *names, last = PRESETS
+    return f"{', '.join(names)} or {last}"
+
+
+def _add_progress_off(parser: argparse.ArgumentParser, when: str) -> None:
+    """`--no-progress` of a command that runs others (`electra.engine.progress.progress_off`):
+    not a setting it records, so that a continued run may differ in it."""
+    parser.add_argument("--no-progress", action="store_true", help=f"no progress on stderr {when}")
+
+
 def _add_experiment(sub: argparse._SubParsersAction) -> None:
     xp = sub.add_parser(
         "experiment",
@@ -136,12 +195,13 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
         "an arm's preset=NAME starts it from another preset than --preset's "
         "(modern-rtd:preset=modern-tiny,objective.name=electra). "
         "Run the same command again to continue a stopped experiment.",
+        formatter_class=WholeNamesFormatter,
     )
     xp.add_argument("--arm", action="append", required=True, help="repeat for each arm")
     xp.add_argument("--data", required=True, help="a folder written by `electra prepare`")
     xp.add_argument("--glue", help="the folder holding CoLA/, SST-2/, ... (for GLUE tasks)")
     xp.add_argument("--out", required=True)
-    xp.add_argument("--preset", default="tiny")
+    xp.add_argument("--preset", default="tiny", help=f"{preset_names()} (default tiny)")
     budget = xp.add_mutually_exclusive_group(required=True)
     budget.add_argument("--flops", type=float, help="training FLOPs per arm")
     budget.add_argument("--steps", type=int, help="the first arm's steps set the budget")
@@ -158,6 +218,7 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
     )
     xp.add_argument("--pretrain-set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE")
     xp.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
+    _add_progress_off(xp, "while the arms pretrain")
     xp.set_defaults(func=cmd_experiment)
 
 
@@ -165,7 +226,11 @@ def _add_detect(sub: argparse._SubParsersAction) -> None:
     de = sub.add_parser("detect", help="per-token probability of 'replaced'")
     de.add_argument("--model", required=True, help="a run folder or a discriminator model folder")
     de.add_argument("text", nargs="+")
-    de.add_argument("--json", action="store_true", help="print a JSON list of {token, p_replaced}")
+    de.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON: a list with one entry per text, each a list of {token, p_replaced}",
+    )
     de.set_defaults(func=cmd_detect)
 
 
@@ -254,6 +319,13 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="the split to evaluate (default: the one split file given, else dev)",
     )
     ev.add_argument("--out", help="default: MODEL/eval-SPLIT")
+    _add_reading(ev)
+    ev.add_argument(
+        "--label-column",
+        metavar="NAME",
+        help="your own files: the label column, where it is named otherwise than in the training "
+        "file (default for a Hugging Face folder: label)",
+    )
     _add_inference_runtime(ev, skip=("progress",))
     ev.set_defaults(func=cmd_evaluate)
 
@@ -286,20 +358,26 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     pr.add_argument(
         "--batch-size", type=int, default=None, help="rows per batch (default: the task's, 64 or 8)"
     )
-    pr.add_argument(
+    _add_reading(pr)
+    _add_inference_runtime(pr)
+    pr.set_defaults(func=cmd_predict)
+
+
+def _add_reading(parser: argparse.ArgumentParser) -> None:
+    """--text-columns and --delimiter: how `predict` and `evaluate` read files of your own."""
+    parser.add_argument(
         "--text-columns",
         nargs="+",
         metavar="NAME",
         help="your own files: the text column (or pair) to read, where it is named otherwise "
-        "than in the training file",
+        "than in the training file; a Hugging Face classifier folder reads one column or two "
+        "(default: text, else text_a and text_b)",
     )
-    pr.add_argument(
+    parser.add_argument(
         "--delimiter",
         choices=[d for d in DELIMITERS if d != "\t"],  # a TAB is hard to type: "tab"
         help="your own CSV files: the field separator (default: the one the header holds most)",
     )
-    _add_inference_runtime(pr)
-    pr.set_defaults(func=cmd_predict)
 
 
 def _add_inference_runtime(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
@@ -309,7 +387,7 @@ def _add_inference_runtime(parser: argparse.ArgumentParser, skip: tuple[str, ...
 
     group = parser.add_argument_group(
         "runtime",
-        "unset: as the model was fine-tuned, on the device auto picks, with a progress bar",
+        "unset: as the model was fine-tuned, on the device auto picks, with progress on stderr",
     )
     used = {f.name for f in fields(InferenceRuntime)}
     unused = [f.name for f in fields(RuntimeConfig) if f.name not in used]
@@ -338,7 +416,16 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_presets(sub: argparse._SubParsersAction) -> None:
-    ps = sub.add_parser("presets", help="list the presets and their parameter counts")
+    ps = sub.add_parser(
+        "presets", help="list the presets and their parameter counts (at the vocab column's size)"
+    )
+    ps.add_argument(
+        "--vocab-size",
+        type=int,
+        metavar="N",
+        help="count with a vocabulary of N tokens (default: each family's, ELECTRA's 30522 and "
+        "ModernBERT's 50368; a run takes its data's tokenizer's)",
+    )
     ps.set_defaults(func=cmd_presets)
 
 
@@ -346,6 +433,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     dm = sub.add_parser("demo", help="the whole pipeline on a built-in corpus, on CPU, in minutes")
     dm.add_argument("--out", default="electra-demo")
     dm.add_argument("--steps", type=int, help="pretraining steps (default: the tiny preset's)")
+    _add_progress_off(dm, "while it pretrains")
     dm.set_defaults(func=cmd_demo)
 
 

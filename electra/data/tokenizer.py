@@ -1,5 +1,6 @@
-"""Train the BERT-style WordPiece tokenizer; load any `tokenizers` tokenizer (WordPiece, BPE,
-Unigram) from a tokenizer.json, a folder or a BERT vocab.txt; save a folder HF reads.
+"""Train a tokenizer (BERT-style WordPiece, RoBERTa-style byte-level BPE, or a SentencePiece-style
+Unigram as DeBERTa-v3's); load any `tokenizers` tokenizer (WordPiece, BPE, Unigram) from a
+tokenizer.json, a folder or a BERT vocab.txt; save a folder HF reads.
 
 The tokenizer is the only source of special-token ids in the project: everything else asks
 `special_ids(tok)` (or reads a data folder's meta) rather than assuming [PAD] is 0; the roles and
@@ -13,8 +14,17 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-from tokenizers.trainers import WordPieceTrainer
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
+from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
 
 from electra.data.corpus import iter_documents
 
@@ -31,6 +41,18 @@ from electra.data.specials import (
 from electra.errors import ElectraError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+# What `train_tokenizer` builds, with the special tokens each is trained with (ids 0-4 in this
+# order) and whether it lowercases unless told: BERT's WordPiece is uncased; RoBERTa's byte-level
+# BPE and DeBERTa-v3's SentencePiece Unigram are cased. RoBERTa's ids; DeBERTa-v3's for the
+# first four, its [MASK] (last there) brought forward so that every kind holds its roles at 0-4.
+TOKENIZER_MODELS = {
+    "wordpiece": (SPECIAL_TOKENS, True),
+    "bpe": (("<s>", "<pad>", "</s>", "<unk>", "<mask>"), False),
+    "unigram": (("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"), False),
+}
+DEFAULT_MIN_FREQUENCY = 2
+_BYTES = 256  # byte-level BPE's alphabet, always in the vocabulary
 
 # Lines handed to the trainer at a time: batching cuts the per-call overhead.
 _TRAIN_BATCH_LINES = 1000
@@ -85,14 +107,29 @@ def _add_post_processor(tok: Tokenizer) -> Tokenizer:
 
 
 def train_tokenizer(
-    paths: list[Path], vocab_size: int, lowercase: bool = True, min_frequency: int = 2
+    paths: list[Path],
+    vocab_size: int,
+    lowercase: bool | None = None,
+    min_frequency: int | None = None,
+    model: str = "wordpiece",
 ) -> Tokenizer:
-    """Train a WordPiece vocabulary on the lines of a corpus (any format `iter_documents` reads)."""
-    if vocab_size < len(SPECIAL_TOKENS) + 1:
+    """Train a tokenizer of kind `model` (a key of `TOKENIZER_MODELS`) on the lines of a corpus
+    (any format `iter_documents` reads), its special tokens at ids 0-4. `lowercase` None: the
+    kind's default (WordPiece uncased, BPE and Unigram cased); `min_frequency` None: 2, for
+    WordPiece and BPE only (Unigram prunes pieces by likelihood, not by count)."""
+    specials, uncased = model_specials(model)
+    lowercase = uncased if lowercase is None else lowercase
+    if model == "unigram" and min_frequency is not None:
         raise ElectraError(
-            f"vocab_size {vocab_size} is too small: it must exceed the {len(SPECIAL_TOKENS)} "
-            "special tokens (BERT uses 30522)"
+            "min_frequency is for WordPiece and BPE: Unigram keeps the pieces that best explain "
+            "the corpus, whatever their count; leave it out"
         )
+    min_frequency = DEFAULT_MIN_FREQUENCY if min_frequency is None else min_frequency
+    _check_vocab_size(model, vocab_size, specials)
+    if model == "bpe":
+        return _train_bpe(paths, vocab_size, lowercase, min_frequency)
+    if model == "unigram":
+        return _train_unigram(paths, vocab_size, lowercase)
     tok = _bert_tokenizer(
         models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100), lowercase
     )
@@ -103,10 +140,105 @@ def train_tokenizer(
         continuing_subword_prefix="##",
         show_progress=False,
     )
-    tok.train_from_iterator(_line_batches(paths), trainer=trainer)
+    _train_on(tok, trainer, paths)
     if tok.get_vocab_size() <= len(SPECIAL_TOKENS):
         raise ElectraError("no text found in the corpus to train a tokenizer on: check the paths")
     return _add_post_processor(tok)
+
+
+def model_specials(model: str) -> tuple[tuple[str, ...], bool]:
+    """The special tokens a `model` kind is trained with, and whether it lowercases by default;
+    an unknown kind is a user error naming the known ones."""
+    if model not in TOKENIZER_MODELS:
+        raise ElectraError(f"unknown tokenizer model {model!r}: use {', '.join(TOKENIZER_MODELS)}")
+    return TOKENIZER_MODELS[model]
+
+
+def _check_vocab_size(model: str, vocab_size: int, specials: tuple[str, ...]) -> None:
+    if model == "bpe" and vocab_size <= _BYTES + len(specials):
+        raise ElectraError(
+            f"vocab_size {vocab_size} is too small: byte-level BPE must exceed its {_BYTES} "
+            f"byte tokens and {len(specials)} special tokens (RoBERTa uses 50265)"
+        )
+    if vocab_size < len(specials) + 1:
+        example = "DeBERTa-v3 uses 128000" if model == "unigram" else "BERT uses 30522"
+        raise ElectraError(
+            f"vocab_size {vocab_size} is too small: it must exceed the {len(specials)} "
+            f"special tokens ({example})"
+        )
+
+
+def _train_bpe(
+    paths: list[Path], vocab_size: int, lowercase: bool, min_frequency: int
+) -> Tokenizer:
+    """RoBERTa's byte-level BPE: no unknown token (every byte is one), `<s> A </s></s> B </s>`."""
+    specials = TOKENIZER_MODELS["bpe"][0]
+    tok = Tokenizer(models.BPE())
+    if lowercase:
+        tok.normalizer = normalizers.Lowercase()
+    # No prefix space, as RoBERTa: a text's first word is spelled without Ġ, as HF's
+    # RobertaTokenizer spells it; trim_offsets keeps a word's offsets off its leading space.
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(specials),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    _train_on(tok, trainer, paths)
+    ids = special_ids(tok)
+    tok.post_processor = processors.RobertaProcessing(
+        ("</s>", ids.sep), ("<s>", ids.cls), trim_offsets=True, add_prefix_space=False
+    )
+    # As RoBERTa's: "a <mask>" masks the word with its leading space, as a fill-mask user means.
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
+    return tok
+
+
+def _train_unigram(paths: list[Path], vocab_size: int, lowercase: bool) -> Tokenizer:
+    """SentencePiece's Unigram over Metaspace (▁ opens a word), framed as DeBERTa-v3's."""
+    specials = TOKENIZER_MODELS["unigram"][0]
+    tok = Tokenizer(models.Unigram())
+    # SentencePiece's defaults: NFKC and runs of spaces as one (▁▁ pieces would waste the vocab).
+    steps = [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")]
+    if lowercase:
+        steps.append(normalizers.Lowercase())
+    tok.normalizer = normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    trainer = UnigramTrainer(
+        vocab_size=vocab_size, special_tokens=list(specials), unk_token="[UNK]", show_progress=False
+    )
+    try:
+        _train_on(tok, trainer, paths)
+    except ElectraError:
+        raise
+    except Exception as e:  # tokenizers raises plain Exception
+        reason = str(e).splitlines()[0]
+        if "not large enough" in reason:  # Unigram keeps every character the corpus holds
+            reason += " (it must hold every character of the corpus: raise it)"
+        raise ElectraError(
+            f"cannot train a Unigram tokenizer with vocab_size {vocab_size}: {reason}"
+        ) from None
+    return _add_post_processor(tok)
+
+
+def _train_on(tok: Tokenizer, trainer, paths: list[Path]) -> None:
+    """Trains `tok` on the corpus lines; a corpus without a non-blank line is a user error
+    (byte-level BPE's alphabet would otherwise pass for a vocabulary)."""
+    texts = 0
+
+    def batches() -> Iterator[list[str]]:
+        nonlocal texts
+        for batch in _line_batches(paths):
+            texts += any(line.strip() for line in batch)
+            yield batch
+
+    tok.train_from_iterator(batches(), trainer=trainer)
+    if not texts:
+        raise ElectraError("no text found in the corpus to train a tokenizer on: check the paths")
 
 
 def _line_batches(paths: list[Path]) -> Iterator[list[str]]:

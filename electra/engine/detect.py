@@ -9,7 +9,7 @@ import torch
 
 from electra.engine.runtime import prepare_model
 from electra.errors import ElectraError
-from electra.hf.pretrained import load_pretrained, trained_objective
+from electra.hf.pretrained import load_pretrained, trained_objective, with_article
 from electra.model.registry import FAMILIES
 
 # Every family's discriminator class: one replaced-token logit per token.
@@ -22,26 +22,41 @@ def load_discriminator(model_path: str | Path, command: str):
     model, tokenizer = load_pretrained(model_path)
     if not isinstance(model, DISCRIMINATORS):
         raise ElectraError(
-            f"{model_path} is a {type(model).__name__}: {command} needs a discriminator "
-            "(a run folder or its discriminator/ folder)"
+            f"{model_path} is {with_article(type(model).__name__)}: {command} needs a "
+            "discriminator (a run folder or its discriminator/ folder)"
         )
     return prepare_model(model, torch.device("cpu")).eval(), tokenizer
 
 
 def token_logits(model: torch.nn.Module, tokenizer, text: str) -> tuple[torch.Tensor, list]:
     """The discriminator's logit per word piece of `text` (cut to the model's length,
-    `max_position_embeddings` in every family), and the word pieces, [CLS] and [SEP] left out."""
+    `max_position_embeddings` in every family), and the word pieces as text (`piece_text`),
+    [CLS] and [SEP] left out."""
     enc = tokenizer.encode(text)
     limit = model.config.max_position_embeddings
     with torch.no_grad():
         logits = model(torch.tensor([enc.ids[:limit]]), torch.tensor([enc.type_ids[:limit]]))
     keep = torch.tensor(enc.special_tokens_mask[:limit]) == 0
-    tokens = [t for t, k in zip(enc.tokens[:limit], keep.tolist(), strict=True) if k]
+    pieces = zip(enc.tokens[:limit], enc.offsets[:limit], keep.tolist(), strict=True)
+    tokens = [piece_text(tokenizer, t, text[a:b]) for t, (a, b), k in pieces if k]
     return logits[0].float()[keep], tokens
 
 
+def piece_text(tokenizer, piece: str, span: str) -> str:
+    """A word piece as text: the tokenizer's decoder on the piece alone, so that a byte-level BPE
+    piece reads as its characters (`Ġche` is " che", the space marking a word's start) and a
+    WordPiece continuation keeps its `##` (`##ing`), as BERT's decoder writes a piece alone. A
+    piece that holds part of a character's bytes (no text alone) is the text it covers
+    (`span`); a tokenizer without a decoder gives its pieces as they are."""
+    if tokenizer.decoder is None:
+        return piece
+    text = tokenizer.decoder.decode([piece])
+    return span if "\ufffd" in text and "\ufffd" not in span and span else text
+
+
 def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, float | str]]]:
-    """For each text, [{token, p_replaced}] over its word pieces ([CLS]/[SEP] left out)."""
+    """For each text, [{token, p_replaced}] over its word pieces ([CLS]/[SEP] left out): each
+    piece as text (`piece_text`), its probability at full precision."""
     if trained_objective(Path(model_path)) == "electric":
         raise ElectraError(
             f"{model_path} is an Electric energy model: its outputs are energies, not "
@@ -53,9 +68,7 @@ def detect(model_path: str | Path, texts: list[str]) -> list[list[dict[str, floa
     for text in texts:
         logits, tokens = token_logits(model, tokenizer, text)
         probs = torch.sigmoid(logits).tolist()
-        results.append(
-            [{"token": t, "p_replaced": round(p, 4)} for t, p in zip(tokens, probs, strict=True)]
-        )
+        results.append([{"token": t, "p_replaced": p} for t, p in zip(tokens, probs, strict=True)])
     return results
 
 

@@ -164,7 +164,7 @@ def train_step_function(
     data parallel) compiled, then captured per batch shape, as `runtime` asks. `loss` makes the
     step function from the (compiled) model, which by default is the step function itself.
     Returns the device flag of a skipped step."""
-    forward = torch.compile(model, mode=runtime.compile_mode) if runtime.compile else model
+    forward = compile_model(model, runtime.compile_mode) if runtime.compile else model
     step_fn = loss(forward) if loss is not None else forward
     settings = {"precision": runtime.precision, "clip_norm": clip_norm}
     if runtime.cuda_graph:
@@ -172,6 +172,27 @@ def train_step_function(
             step_fn, optimizer, params, runtime.device, **settings, graph_key=graph_key
         )
     return functools.partial(train_step, step_fn, optimizer, params, **settings)
+
+
+def compile_model(model: nn.Module, mode: str = "default") -> nn.Module:
+    """`torch.compile(model, mode=mode)`, inductor's on-disk caches keyed by the CPU kernel set
+    (`key_compile_cache_by_cpu`)."""
+    key_compile_cache_by_cpu()
+    return torch.compile(model, mode=mode)
+
+
+def key_compile_cache_by_cpu() -> None:
+    """Adds the CPU capability in force (AVX512, AVX2 or DEFAULT, as `ATEN_CPU_CAPABILITY` may set
+    it) to `torch.compiler.config.cache_key_tag`. torch 2.13 keys inductor's FX graph cache, which
+    holds the generated C++ kernels, without it, although the kernels' vector width follows it: a
+    process under `ATEN_CPU_CAPABILITY=avx2` reused AVX-512 kernels from an earlier run on the same
+    machine (and the reverse), built them against the other width's vector types and read and
+    wrote out of bounds: glibc heap aborts, or an "index out of bounds" check in a compiled
+    fine-tuning step (tests/test_compile_cache.py). A tag the user set is kept."""
+    tag = f"cpu-{torch.backends.cpu.get_cpu_capability().lower()}"
+    tags = [t for t in torch.compiler.config.cache_key_tag.split(",") if t]
+    if tag not in tags:
+        torch.compiler.config.cache_key_tag = ",".join([*tags, tag])
 
 
 def inference_function(fn: Callable[[Any], Any], runtime: Runtime) -> Callable[[Any], Any]:

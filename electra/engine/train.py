@@ -25,7 +25,6 @@ import numpy as np
 import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.tensor import DTensor
-from tqdm import tqdm
 
 from electra.config import RunConfig, with_architecture_of
 from electra.data.store import BatchStream, PretrainingData
@@ -47,6 +46,7 @@ from electra.engine.distributed import (
 )
 from electra.engine.graphs import check_graphable
 from electra.engine.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
+from electra.engine.progress import Progress, progress_bar
 from electra.engine.runlock import LOCK_FILE, RunLock
 from electra.engine.runtime import (
     Runtime,
@@ -66,7 +66,7 @@ from electra.jsonl import write_jsonl
 from electra.model.electra import count_parameters, format_count
 from electra.model.registry import FAMILIES, encoder_of
 from electra.objectives import Objective, build_objective, check_objective
-from electra.objectives.flops import logged_convention, logged_train_flops
+from electra.objectives.flops import logged_convention, train_flops
 
 # The layers FSDP shards one by one (`electra.engine.distributed.wrap`), of every family.
 WRAPPED_LAYERS = tuple(f.layer for f in FAMILIES.values())
@@ -76,6 +76,13 @@ CONVENTIONS = {
     "official": "the official counter's convention, as in the paper's Table 1",
     "model": "the model convention, matmuls only, as MFU counts: the official one has no count "
     "for this architecture",
+}
+# Where the caller chose the convention (an experiment counts all its arms on one scale), the
+# reason above would be wrong for an arm that has a count in the official one.
+CHOSEN = {
+    "official": CONVENTIONS["official"],
+    "model": "the model convention, matmuls only, as MFU counts: the experiment counts every arm "
+    "in it",
 }
 
 
@@ -211,19 +218,23 @@ def micro_batch_seed(seed: int, step: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, step, index]).generate_state(1, np.uint64)[0] >> 1)
 
 
-def pretrain(cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> Path:
+def pretrain(
+    cfg: RunConfig, run_dir: str | Path, resume: bool = False, convention: str | None = None
+) -> Path:
     """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator.
 
     Under torchrun, each of the WORLD_SIZE processes trains on its share of every global batch
     (`train.parallel`: ddp or fsdp); rank 0 alone writes. A worker that torchrun restarts after a
-    failure resumes from the run's last complete checkpoint."""
+    failure resumes from the run's last complete checkpoint. `convention` is the FLOP convention
+    the run prints and logs `train_flops` in (default: its own, `logged_convention`); `electra
+    experiment` gives its budget's, so that every arm counts on one scale."""
     run_dir = Path(run_dir)
     world = world_from_env()
     runtime = Runtime.from_config(cfg.train, place=functools.partial(init_process_group, world))
     try:
         with contextlib.ExitStack() as cleanup:
             resume = resume or restarted_by_torchrun()
-            return _pretrain(cfg, run_dir, resume, world, runtime, cleanup)
+            return _pretrain(cfg, run_dir, resume, world, runtime, cleanup, convention)
     finally:
         close_process_group()
 
@@ -235,6 +246,7 @@ def _pretrain(
     world: World,
     runtime: Runtime,
     cleanup: contextlib.ExitStack,
+    convention: str | None = None,
 ) -> Path:
     """Resolve the config, build, fit, finish: each input is checked before the folder is written."""
     if not cfg.data.path:
@@ -244,6 +256,7 @@ def _pretrain(
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
     cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data)
     run = build(cfg, run_dir, data, latest, init_from_pair, world, runtime)
+    run.convention = convention or logged_convention(cfg)
     if world.is_main:
         # Every input checked: from here on this run writes the folder, and only this run.
         cleanup.enter_context(RunLock(run_dir))
@@ -303,6 +316,7 @@ class Run:
     step: int = 0
     elapsed_before: float = 0.0  # training time of the runs this one resumes
     last_saved: str | None = None  # the newest checkpoint, named for messages
+    convention: str = "official"  # the FLOP convention `train_flops` is printed and logged in
 
     @property
     def device(self) -> torch.device:
@@ -328,7 +342,11 @@ def build(
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
     objective = runtime.prepare(objective)
     if init_from_pair:
-        load_pair_weights(objective.discriminator, objective.generator, cfg.train.init_from)
+        started = load_pair_weights(
+            objective.discriminator, objective.generator, cfg.train.init_from
+        )
+        if world.is_main:
+            print(started, file=sys.stderr)
     layers = [m for m in objective.modules() if isinstance(m, WRAPPED_LAYERS)]
     model = wrap(
         objective, world, cfg.train.parallel, layers
@@ -372,9 +390,10 @@ def open_run_dir(run: Run, fresh: bool) -> None:
             f"run {run_dir} is already at step {run.step}; raise --steps to train further",
             file=sys.stderr,
         )
+    why = CONVENTIONS if run.convention == logged_convention(cfg) else CHOSEN
     print(
-        f"training FLOPs: {logged_train_flops(cfg):.3g} for {cfg.train.steps} steps "
-        f"({CONVENTIONS[logged_convention(cfg)]})",
+        f"training FLOPs: {train_flops(cfg, run.convention):.3g} for {cfg.train.steps} steps "
+        f"({why[run.convention]})",
         file=sys.stderr,
     )
     if run.data.packs_documents:
@@ -408,14 +427,12 @@ def fit(run: Run) -> str:
     train = run.cfg.train
     run_step = step_function(run)
     logger = RunLogger(run.run_dir, train.tensorboard) if run.world.is_main else None
-    bar = tqdm(
-        total=train.steps,
+    bar = progress_bar(  # a bar on a terminal; in a log file, a plain line now and then
+        train.steps,
+        "pretrain",
+        enabled=train.progress and run.world.is_main,
         initial=run.step,
-        disable=not (train.progress and run.world.is_main),
-        unit="step",
-        dynamic_ncols=True,
-        file=sys.stderr,
-        mininterval=0.5 if sys.stderr.isatty() else 30,  # a log file gets a line every 30 s
+        leave=True,
     )
     run.objective.train()
     with StopRequest() as stop_request:
@@ -430,7 +447,7 @@ def _loop(
     run: Run,
     run_step: Callable[..., torch.Tensor],
     logger: RunLogger | None,
-    bar: tqdm,
+    bar: Progress,
     stop_request: StopRequest,
 ) -> str:
     train, world = run.cfg.train, run.world
@@ -480,7 +497,7 @@ def _log(
     lr: float,
     start: float,
     logger: RunLogger | None,
-    bar: tqdm,
+    bar: Progress,
 ) -> None:
     """Logs the window's statistics, read back from the device, with the throughput."""
     record = window.summary(run.world.world_size)  # reads the device
@@ -492,7 +509,7 @@ def _log(
         step=run.step,
         lr=lr,
         tokens_per_s=window.steps * tokens_per_step / (now - window.start),
-        train_flops=logged_train_flops(run.cfg, steps=run.step),
+        train_flops=train_flops(run.cfg, run.convention, steps=run.step),
         elapsed_s=run.elapsed_before + now - start,
     )
     if logger is not None:

@@ -65,15 +65,20 @@ def evaluate(
     out_dir: str | Path | None = None,
     task_name: str | None = None,
     runtime: InferenceRuntime | None = None,
+    reading: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
     predictions and, for a test split of a benchmark with a submission format (GLUE's, SQuAD's),
     its submission files, labelled or not: a labelled SQuAD test file gets the official
-    predictions.json and null_odds.json to score. A labelled test split is scored as dev is."""
+    predictions.json and null_odds.json to score. A labelled test split is scored as dev is.
+    `reading` ({"text_columns", "delimiter", "label_column"}) reads files of your own by other
+    columns or separator than the training files' (`Task.read_with`)."""
     source = finetuned_dir(model_path)
     task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
     if task_name and get_task(task_name).name != task.name:
         raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
+    if reading and any(reading.values()):
+        task.read_with(**{k: v for k, v in reading.items() if v})
     files = task.resolve(data)  # the one look-up of the split files
     info = read_finetune_info(source)  # {} for a Hugging Face folder: no baseline, no train file
     sets = unseen_sets(task, files, split, info, source)

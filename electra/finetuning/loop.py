@@ -10,9 +10,9 @@ import sys
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from electra.engine.optim import build_optimizer, learning_rate, no_decay, set_learning_rate
+from electra.engine.progress import progress_bar
 from electra.engine.runtime import (
     Runtime,
     to_device,
@@ -83,7 +83,7 @@ def train_model(
     pack = cfg.pack and task.packable and not runtime.cuda_graph and packs
     model.train()
     epoch_losses, skipped = [], 0
-    bar = tqdm(total=total, disable=not cfg.progress, unit="step", file=sys.stderr, leave=False)
+    bar = progress_bar(total, "fine-tune", enabled=cfg.progress)
     step = 0
     for _ in range(cfg.epochs):
         window = Window()

@@ -31,9 +31,9 @@ from typing import Any, TextIO
 
 import tokenizers
 from torch import nn
-from tqdm import tqdm
 
 from electra.config import InferenceRuntime
+from electra.engine.progress import progress_bar
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
@@ -108,9 +108,7 @@ class Predictor:
         show = self.cfg.progress if progress is None else progress
         records: list[dict] = []
         self.truncated = 0
-        with tqdm(
-            total=len(lines), disable=not show, unit="row", file=sys.stderr, leave=False
-        ) as bar:
+        with progress_bar(len(lines), "predict", enabled=show, unit="row") as bar:
             for first in range(0, len(lines), CHUNK):
                 examples = self.task.from_lines(lines[first : first + CHUNK], INPUTS, first + 1)
                 rows, cut = self.records(examples, all_scores, batch_size, bar.update, first)
@@ -266,9 +264,7 @@ def input_records(
         bar = None  # made once the input's count is known: a file is read first
         for first, chunk, count in input_chunks(predictor.task, name, stdin):
             if bar is None:  # (a tqdm without a total has no truth value)
-                bar = tqdm(
-                    total=count, disable=not progress, unit="row", file=sys.stderr, leave=False
-                )
+                bar = progress_bar(count, f"predict {name}", enabled=progress, unit="row")
             rows, cut = predictor.records(
                 chunk, all_scores, batch_size, on_batch=bar.update, first=first
             )

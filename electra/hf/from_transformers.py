@@ -11,7 +11,9 @@
   single-label, multi-label or regression by `problem_type` and `num_labels`), tagger
   (`ElectraForTokenClassification`) or QA (`ElectraForQuestionAnswering`) folder run as it is by
   `electra predict` and `electra evaluate`, with the task its `config.json` describes (labels from
-  `id2label`) and a model computing HF's logits; the weights load by name. The modern family's
+  `id2label`) and a model computing HF's logits; the weights load by name. No such folder records
+  the text columns its classifier was trained on, so it reads one text or a pair, as each input
+  gives it (`ClassificationTask.read_with`, `from_line`). The modern family's
   `ModernBertForSequenceClassification` (its `classifier_pooling` too),
   `ModernBertForTokenClassification` and `ModernBertForQuestionAnswering` run alike
   (`electra.model.modern_heads`).
@@ -43,6 +45,7 @@ from electra.hf.pretrained import (
     read_state_dict,
     resolve_model_dir,
     weights_file,
+    with_article,
 )
 from electra.model import registry
 from electra.model.heads import (
@@ -126,7 +129,7 @@ def load_hf_encoder(
         )
     if head := ENCODER_SOURCES[arch]:
         print(
-            f"note: {path} is an {arch}: its {head} is not used: a new one is trained",
+            f"note: {path} is {with_article(arch)}: its {head} is not used: a new one is trained",
             file=sys.stderr,
         )
     return cfg, state, tokenizer, path
@@ -220,6 +223,7 @@ def _classifier(
         )  # the logit is the value
     else:
         kinds = {PROBLEM_TYPES[0]: ClassificationTask, PROBLEM_TYPES[1]: MultilabelTask}
+        # No text_columns: the input says whether it is one text or a pair.
         task = kinds[kind](cfg.classification).with_head_config(
             {"labels": list(_labels(raw, path))}
         )

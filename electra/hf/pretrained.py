@@ -135,10 +135,11 @@ def resolve_model_dir(path: str | Path) -> Path:
 
 
 def read_model_config(
-    path: Path, allowed: Iterable[str] = ARCHITECTURES
+    path: Path, allowed: Iterable[str] | None = ARCHITECTURES
 ) -> tuple[str, AnyModelConfig]:
     """The class a model folder's config.json names (a modern discriminator's as our
-    `ModernBertForPreTraining`: `folder_class`) and the model config of its family."""
+    `ModernBertForPreTraining`: `folder_class`) and the model config of its family; a class not
+    in `allowed` (None: any) is refused naming the allowed ones as config.json names them."""
     file = path / "config.json"
     try:
         raw = json.loads(file.read_text())
@@ -154,12 +155,26 @@ def read_model_config(
         )
     family = FAMILIES[model_type]
     arch = folder_class(raw, family)
-    if arch not in allowed:
+    if allowed is not None and arch not in allowed:
         raise ElectraError(
-            f"{file}: architecture {arch!r} is not supported here "
-            f"(expected one of {', '.join(allowed)})"
+            f"{file}: architecture {written_class(arch)!r} is not supported here "
+            f"(expected one of {', '.join(map(written_class, allowed))})"
         )
     return arch, model_config_from_hf(raw, file)
+
+
+def written_class(arch: str) -> str:
+    """`arch` (a class `read_model_config` gives) as a folder's config.json names it: our modern
+    discriminator, a class `transformers` lacks, is its two-label token classifier."""
+    for family in FAMILIES.values():
+        if family.discriminator_as and arch == family.discriminator:
+            return f"{family.discriminator_as} with labels {'/'.join(RTD_LABELS)}"
+    return arch
+
+
+def with_article(word: str) -> str:
+    """`word` with its article: a ModernBertModel, an ElectraModel."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
 def folder_class(raw: dict, family: Family) -> str:
@@ -370,12 +385,21 @@ def mlm_source(path: str | Path) -> AnyModelConfig | None:
     path = Path(path)
     if not is_model_dir(path) or is_model_dir(path / "discriminator"):
         return None
-    arch, cfg = read_model_config(path, (*ARCHITECTURES, *(f.encoder for f in FAMILIES.values())))
+    pair = path.parent
+    if path.name in ("discriminator", "generator") and all(
+        is_model_dir(pair / role) for role in ("discriminator", "generator")
+    ):  # a generator continued alone would be a discriminator of the generator's size
+        raise ElectraError(
+            f"{path} is the {path.name} of the pair in {pair}: --init-from {pair} continues the "
+            "pair (an MLM folder to continue with RTD is a ModernBertForMaskedLM folder)"
+        )
+    arch, cfg = read_model_config(path, None)  # refused below naming only what is taken
     family = family_for(cfg)
     if arch != family.generator or not family.discriminator_as:
         raise ElectraError(
-            f"{path} holds an {arch}: --init-from takes a folder with discriminator/ and "
-            "generator/ (a run or `electra export`), or a Hugging Face ModernBertForMaskedLM folder"
+            f"{path} holds {with_article(written_class(arch))}: --init-from takes a folder with "
+            "discriminator/ and generator/ (a run or `electra export`), or a Hugging Face "
+            "ModernBertForMaskedLM folder"
         )
     return cfg
 
@@ -397,8 +421,9 @@ def pair_configs(
     family = family_for(d)
     if (d_arch, g_arch) != (family.discriminator, family.generator):
         raise ElectraError(
-            f"{path}: expected a {family.discriminator} discriminator and a {family.generator} "
-            f"generator, found {d_arch} and {g_arch}"
+            f"{path}: expected {with_article(written_class(family.discriminator))} "
+            f"discriminator and {with_article(family.generator)} generator, found "
+            f"{written_class(d_arch)} and {written_class(g_arch)}"
         )
     for name in model_family(d.arch).shared_fields:
         if getattr(d, name) != getattr(g, name):
@@ -432,10 +457,11 @@ def continuation_generator(
     return replace(cfg, num_hidden_layers=k)
 
 
-def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str | Path) -> None:
+def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str | Path) -> str:
     """Loads a pair into networks that share embeddings: the discriminator's tables are the shared
     ones, so the generator's copies of them (and its tied output weight) are left out. From a
-    modern MLM folder, `load_mlm_continuation`."""
+    modern MLM folder, `load_mlm_continuation`. Returns the line that says what the run started
+    from: the folder, the classes read, each network's layers and what was built fresh."""
     if mlm_source(path) is not None:
         return load_mlm_continuation(discriminator, generator, Path(path))
     disc_dir, gen_dir = pair_dirs(path)
@@ -443,7 +469,18 @@ def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str 
     load_strict(discriminator, disc_state, disc_dir)
     gen_state = fit_state_dict(read_state_dict(gen_dir), generator, gen_dir)
     load_shared_generator(generator, gen_state, gen_dir)
-    return None
+    (d_arch, _), (g_arch, _) = read_model_config(disc_dir), read_model_config(gen_dir)
+    return (
+        f"started from {path}: discriminator {written_class(d_arch)} "
+        f"({_layers(discriminator)}) from discriminator/, generator {g_arch} "
+        f"({_layers(generator)}) from generator/, sharing the discriminator's embeddings; "
+        "nothing built fresh"
+    )
+
+
+def _layers(model: nn.Module) -> str:
+    n = model.config.num_hidden_layers
+    return f"{n} layer{'' if n == 1 else 's'}"
 
 
 def load_shared_generator(generator: nn.Module, state: dict, source: Path) -> None:
@@ -457,12 +494,12 @@ def load_shared_generator(generator: nn.Module, state: dict, source: Path) -> No
     generator.load_state_dict(state, strict=False)
 
 
-def load_mlm_continuation(discriminator: nn.Module, generator: nn.Module, path: Path) -> None:
+def load_mlm_continuation(discriminator: nn.Module, generator: nn.Module, path: Path) -> str:
     """The MLM model's encoder becomes the discriminator's (its RTD head stays fresh); the
     generator, of `continuation_generator`'s depth k and sharing the discriminator's token table,
     takes layers 0..k-1, the final norm and the MLM head (layer i keeps its attention type and
-    theta: the pattern counts from the first layer)."""
-    _, cfg = read_model_config(path)
+    theta: the pattern counts from the first layer). Returns `load_pair_weights`' line."""
+    arch, cfg = read_model_config(path)
     with torch.device("meta"):  # the names and shapes the file must have
         mlm = ARCHITECTURES[family_for(cfg).generator](cfg)
     state = fit_state_dict(read_state_dict(path), mlm, path)
@@ -474,6 +511,12 @@ def load_mlm_continuation(discriminator: nn.Module, generator: nn.Module, path: 
     dropped = re.compile(rf"{prefix}\.layers\.(\d+)\.")
     kept = {n: v for n, v in state.items() if not ((m := dropped.match(n)) and int(m[1]) >= k)}
     load_shared_generator(generator, kept, path)
+    n = cfg.num_hidden_layers
+    return (
+        f"started from {path}: {arch}, {_layers(discriminator)}; discriminator: its encoder "
+        f"({_layers(discriminator)}) and a fresh RTD head; generator: its lower {k} of {n} "
+        "layers, its final norm and MLM head, sharing the discriminator's token table"
+    )
 
 
 def trained_objective(model_path: Path) -> str | None:

@@ -9,9 +9,12 @@ user's own files, `--task NAME --task-data DIR`) over several seeds, so each arm
 score (the mean of the task medians) against pretraining FLOPs. OUT holds:
 
     experiment.json          the resolved plan (arms, steps, FLOPs); a rerun must match it
-    arms/LABEL/pretrain/     the pretraining run (metrics.jsonl, checkpoints, model folders)
+    arms/LABEL/pretrain/     the pretraining run (metrics.jsonl, checkpoints, model folders);
+                             it prints and logs its FLOPs in the budget's convention
     arms/LABEL/step_N/       the checkpoint's networks as model folders, and finetune/TASK/
-    results.json, results.md the table; glue_vs_flops.png, losses.png the plots
+    results.json, results.md the table (a task median no better than the task's trivial
+                             baseline marked †, and the baseline named under it)
+    glue_vs_flops.png, losses.png  the plots, their FLOPs in the budget's convention
 
 Every finished piece is kept: run the same command again and it continues where it stopped.
 Started twice at once, two processes take different arms (each arm is locked while it runs, with
@@ -272,25 +275,30 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
             info = resolved["arms"][arm.label]
             cfg = arm_config(plan, arm, info["steps"], data)
             for point in map(int, info["points"]):
-                models = pretrain_to(plan, arm, info["steps"], point, arm_dir, data)
+                models = pretrain_to(arm, cfg, point, arm_dir, counted_in(resolved))
                 encoder = encoder_folder(cfg, models, point)
                 for task in plan.tasks:
                     finetune_point(plan, encoder, task)
-                write_results(plan, resolved, out)
+                write_results(plan, resolved, out, data)
     if busy:
         print(
             f"experiment: arms {', '.join(busy)} are being run by another process; their "
             "results join the table when it finishes",
             file=sys.stderr,
         )
-    return write_results(plan, resolved, out)
+    return write_results(plan, resolved, out, data)
 
 
-def pretrain_to(
-    plan: Plan, arm: Arm, steps: int, point: int, arm_dir: Path, data: PretrainingData
-) -> Path:
-    """Trains the arm's run up to step `point` (resuming it) and returns the folder of that
-    checkpoint's networks as model folders."""
+def counted_in(resolved: dict[str, Any]) -> str:
+    """The convention the budget counts in (experiment.json names it only where it is not the
+    official one, so that an ELECTRA-only experiment.json reads as before)."""
+    return resolved.get("convention", "official")
+
+
+def pretrain_to(arm: Arm, cfg: RunConfig, point: int, arm_dir: Path, counted: str) -> Path:
+    """Trains the arm's run (`cfg`, its full schedule) up to step `point` (resuming it) and
+    returns the folder of that checkpoint's networks as model folders. The run prints and logs
+    its FLOPs in the budget's convention `counted`, as the table and the plots count them."""
     models = arm_dir / f"step_{point}"
     if (models / "experiment-point.json").is_file():
         return models
@@ -299,13 +307,13 @@ def pretrain_to(
     if not done and run.exists():
         shutil.rmtree(run)  # stopped before its first checkpoint: nothing to resume
     if point not in done:
-        cfg = arm_config(plan, arm, steps, data)
-        cfg = replace(cfg, train=replace(cfg.train, stop_after=point))
         start = time.perf_counter()
-        pretrain(cfg, run, resume=bool(done))
+        stopping = replace(cfg, train=replace(cfg.train, stop_after=point))
+        pretrain(stopping, run, resume=bool(done), convention=counted)
         print(
-            f"experiment: {arm.label} pretrained to step {point}/{steps} "
-            f"({(time.perf_counter() - start) / 60:.1f} min)",
+            f"experiment: {arm.label} pretrained to step {point}/{cfg.train.steps}, "
+            f"{train_flops(cfg, counted, steps=point):.3g} training FLOPs ({counted} convention; "
+            f"{(time.perf_counter() - start) / 60:.1f} min)",
             file=sys.stderr,
         )
     if models.exists():
@@ -344,6 +352,7 @@ def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
         "per_seed": [s["metrics"][metric] for s in results["per_seed"]],
         # The trivial predictor's score (finetune's `baseline`): a median near it learned nothing.
         "baseline": (results.get("baseline") or {}).get("metrics", {}).get(metric),
+        "baseline_rule": (results.get("baseline") or {}).get("rule"),
         "seeds_not_beating_baseline": results["seeds_not_beating_baseline"],
     }
     write_json_atomic(summary, {**row, "model": str(encoder)})
@@ -379,14 +388,44 @@ def collect(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, Any]:
     return table
 
 
-def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, Any]:
+def write_results(
+    plan: Plan, resolved: dict[str, Any], out: Path, data: PretrainingData | None = None
+) -> dict[str, Any]:
+    """results.json, results.md and the plots from every finished point; `data` (default: the
+    plan's) prices each arm's logged steps for the loss plot."""
     table = collect(plan, resolved, out)
     results = {"budget": resolved["budget"], "tasks": plan.tasks, "arms": table}
     write_json_atomic(out / "results.json", results)
+    write_text_atomic(out / "results.md", "\n".join(table_lines(plan, resolved, table)) + "\n")
+    counted = counted_in(resolved)
+    plot_experiment(plan, table, out, counted)
+    data = data or PretrainingData(plan.data)
+    configs = {
+        a.label: arm_config(plan, a, resolved["arms"][a.label]["steps"], data) for a in plan.arms
+    }
+    plot_losses(loss_curves(plan, out, configs, counted), out, counted)
+    return results
+
+
+# The mark of a task median at or below the task's trivial baseline, explained under the table.
+AT_BASELINE = "†"
+
+
+def at_baseline(row: dict[str, Any]) -> bool:
+    """Whether a task's median is no better than its trivial baseline's score (a model answering
+    one class everywhere scores exactly that). A summary without a baseline is never marked."""
+    return row.get("baseline") is not None and row["median"] <= row["baseline"]
+
+
+def table_lines(
+    plan: Plan, resolved: dict[str, Any], table: dict[str, list[dict[str, Any]]]
+) -> list[str]:
+    """results.md: each arm's last point, a median at or below its baseline marked and the
+    baselines it failed to beat named under the table."""
     archs = any("arch" in info for info in resolved["arms"].values())  # a modern arm: say which
     lines = [
         f"Budget: {resolved['budget']:.3g} training FLOPs per arm "
-        f"({resolved.get('convention', 'official')} convention); "
+        f"({counted_in(resolved)} convention); "
         f"median of {plan.seeds} fine-tuning seeds (min–max); {score_name(plan)} = mean of the "
         "task medians.",
         "",
@@ -397,6 +436,7 @@ def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, 
         + f" | {score_name(plan)} |",
         "|---|---|---|---|" + "---|" * (len(plan.tasks) + archs) + "---|",
     ]
+    failed: dict[str, dict[str, Any]] = {}  # task -> a marked row (its baseline and rule)
     for arm in plan.arms:
         info = resolved["arms"][arm.label]
         arch = f"{info['arch']} | " if archs else ""
@@ -405,22 +445,43 @@ def write_results(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, 
         cells = []
         for task in plan.tasks:
             r = last["tasks"].get(task) if last else None
-            cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f})" if r else "…")
+            if r is None:
+                cells.append("…")
+                continue
+            marked = at_baseline(r)
+            if marked:
+                failed.setdefault(task, r)
+            mark = f" {AT_BASELINE}" if marked else ""
+            cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f}){mark}")
         glue = f"{last['glue']:.1f}" if last and last["glue"] is not None else "…"
         lines.append(
             f"| {arm.label} | {arch}{info['objective']} | {info['steps']} | "
             f"{info['train_flops']:.3g} | " + " | ".join(cells) + f" | {glue} |"
         )
-    write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
-    plot_experiment(plan, table, out, resolved.get("convention", "official"))
-    return results
+    return lines + baseline_note(failed)
+
+
+def baseline_note(failed: dict[str, dict[str, Any]]) -> list[str]:
+    """The footnote to the marked medians: each task's baseline and what it predicts."""
+    if not failed:
+        return []
+    bars = "; ".join(
+        f"{task} {r['baseline']:.1f}"
+        + (f", by predicting {r['baseline_rule']}" if r.get("baseline_rule") else "")
+        for task, r in failed.items()
+    )
+    return [
+        "",
+        f"{AT_BASELINE} At or below the trivial baseline ({bars}): no better than one answer "
+        "for every example (results.json lists the seeds that did not beat it), so the arm's "
+        "pretraining gave that task nothing its fine-tuning could use.",
+    ]
 
 
 def plot_experiment(
     plan: Plan, table: dict[str, list[dict[str, Any]]], out: Path, counted: str = "official"
 ) -> None:
-    """glue_vs_flops.png (a line per arm) and losses.png (each arm's encoder loss against
-    FLOPs, and its generator's MLM loss)."""
+    """glue_vs_flops.png: a line per arm, its points at FLOPs in the budget's convention."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -438,20 +499,57 @@ def plot_experiment(
     ax.legend()
     _save(fig, out / "glue_vs_flops.png")
 
-    fig, (enc, gen) = plt.subplots(1, 2, figsize=(12, 4.5))
+
+def loss_curves(
+    plan: Plan, out: Path, configs: dict[str, RunConfig], counted: str
+) -> dict[str, dict[str, Any]]:
+    """Each arm's logged losses against its FLOPs in the budget's convention `counted`:
+    {label: {"key": the encoder's loss, "encoder": [(flops, loss)], "generator": [...]}}. The
+    FLOPs are priced from each row's step rather than read from the log, where an arm's run may
+    count in its own convention (an ELECTRA arm's in the official one, as runs of experiments
+    that did not yet give theirs to `pretrain` did): the step means the same in every one."""
+    curves = {}
     for arm in plan.arms:
         rows = read_metrics(out / "arms" / arm.label / "pretrain")
         key = next((k for k in ENCODER_LOSS if any(k in r for r in rows)), None)
         if key is None:
             continue
-        pts = [(r["train_flops"], r[key]) for r in rows if key in r]
-        enc.plot(*zip(*pts, strict=True), label=f"{arm.label} ({key})")
-        if key != "mlm_loss":
-            pts = [(r["train_flops"], r["mlm_loss"]) for r in rows if "mlm_loss" in r]
-            if pts:
-                gen.plot(*zip(*pts, strict=True), label=arm.label)
+        cfg = configs[arm.label]
+        flops = {s: train_flops(cfg, counted, steps=s) for s in {r["step"] for r in rows}}
+        generator = "mlm_loss" if key != "mlm_loss" else None  # else MLM is the encoder's loss
+        curves[arm.label] = {
+            "key": key,
+            "encoder": [(flops[r["step"]], r[key]) for r in rows if key in r],
+            "generator": [(flops[r["step"]], r[generator]) for r in rows if generator in r],
+        }
+    return curves
+
+
+# A line of at most this many logged points marks each: there are few enough to tell apart, and
+# a run shorter than train.log_every logs only its last step, a point that a bare line never
+# draws. Longer lines are drawn bare, their markers would hide the curve.
+MARKED_POINTS = 25
+
+
+def plot_losses(curves: dict[str, dict[str, Any]], out: Path, counted: str) -> None:
+    """losses.png: each arm's encoder loss against FLOPs, and its generator's MLM loss, on the
+    x-axis of the table's budget (one convention for every arm)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def draw(ax, pts: list[tuple], label: str) -> None:
+        marker = "o" if len(pts) <= MARKED_POINTS else None
+        ax.plot(*zip(*pts, strict=True), marker=marker, markersize=4, label=label)
+
+    fig, (enc, gen) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for label, curve in curves.items():
+        draw(enc, curve["encoder"], f"{label} ({curve['key']})")
+        if curve["generator"]:
+            draw(gen, curve["generator"], label)
     for ax, title in ((enc, "the encoder's loss"), (gen, "the generator's MLM loss")):
-        ax.set_xlabel("pretraining FLOPs")
+        ax.set_xlabel(f"pretraining FLOPs ({counted} convention)")
         ax.set_yscale("log")
         ax.set_title(title)
         ax.grid(alpha=0.3)

@@ -198,12 +198,18 @@ class Task:
     def write_submission(self, predictions: list[dict], set_name: str, out_dir: Path) -> Path:
         raise ElectraError(f"{self.name} has no test submission format")
 
-    def read_with(self, text_columns: Sequence[str] = (), delimiter: str | None = None) -> None:
-        """This task reading new files by other text columns or separator than its training
-        files' (`electra predict --text-columns/--delimiter`): the tasks on your own tables."""
+    def read_with(
+        self,
+        text_columns: Sequence[str] = (),
+        delimiter: str | None = None,
+        label_column: str | None = None,
+    ) -> None:
+        """This task reading new files by other text columns, separator or label column than
+        its training files' (`electra predict` and `evaluate`'s --text-columns, --delimiter,
+        --label-column): the tasks on your own tables."""
         raise ElectraError(
-            f"--text-columns and --delimiter read files of your own (classification, "
-            f"multilabel, regression), not {self.name}'s"
+            f"--text-columns, --label-column and --delimiter read files of your own "
+            f"(classification, multilabel, regression), not {self.name}'s"
         )
 
 

@@ -223,8 +223,8 @@ class GlueTask:
     def with_head_config(self, head: dict[str, Any]) -> Task:
         return Task.with_head_config(self, head)
 
-    def read_with(self, text_columns=(), delimiter=None) -> None:
-        Task.read_with(self, text_columns, delimiter)
+    def read_with(self, text_columns=(), delimiter=None, label_column=None) -> None:
+        Task.read_with(self, text_columns, delimiter, label_column)
 
     def read(self, path: Path, split: str) -> list[Example]:
         return read_glue_tsv(path, self.spec, split)

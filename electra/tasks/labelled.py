@@ -52,11 +52,17 @@ class Example:
     label: Any  # a label, a target, or a tuple of labels (multilabel); None in test files
 
 
-def line_texts(line: str, number: int, source: str, count: int) -> list[str]:
-    """The `count` TAB-separated texts of an input line (one: no TAB); any other number of
-    fields, or an empty text, is an error naming the line."""
+def line_texts(line: str, number: int, source: str, count: int | None) -> list[str]:
+    """The `count` TAB-separated texts of an input line (one: no TAB), or one or two where
+    `count` is None (a model with no record of what it reads: a Hugging Face folder); any other
+    number of fields, or an empty text, is an error naming the line."""
     texts = line.split("\t")
-    if len(texts) != count:
+    if count is None and len(texts) > 2:
+        raise ElectraError(
+            f"{source}, line {number}: {len(texts)} TAB-separated fields, but this model reads "
+            "one text, or a pair separated by one TAB, per line: remove the other TABs"
+        )
+    if count is not None and len(texts) != count:
         want = "two texts separated by a TAB" if count == 2 else "one text (no TAB)"
         raise ElectraError(
             f"{source}, line {number}: {len(texts)} TAB-separated fields, but this model reads "
@@ -85,7 +91,9 @@ class ClassificationTask(Task):
             raise ElectraError(
                 f"--text-columns takes one text column or a pair, not {len(settings.text_columns)}"
             )
-        self.text_columns = tuple(settings.text_columns or ())  # () until fitted to a training file
+        # () until fitted to a training file; a model saved with none (a Hugging Face folder
+        # records no columns) reads one text or a pair, as each input gives (`read_with`).
+        self.text_columns = tuple(settings.text_columns or ())
         self.label_column = settings.label_column or "label"
         # a CSV's separator; None: sniffed from its header
         self.delimiter = "\t" if settings.delimiter == "tab" else settings.delimiter
@@ -128,17 +136,32 @@ class ClassificationTask(Task):
         self.text_columns = tuple(head.get("text_columns", self.text_columns))
         self.label_column = head.get("label_column", self.label_column)
 
-    def read_with(self, text_columns: Sequence[str] = (), delimiter: str | None = None) -> None:
-        """New files read by other text columns (as many as the model reads) or separator than
-        its training files' (`electra predict --text-columns/--delimiter`)."""
+    def read_with(
+        self,
+        text_columns: Sequence[str] = (),
+        delimiter: str | None = None,
+        label_column: str | None = None,
+    ) -> None:
+        """New files read by other text columns (as many as the model reads: one or two for a
+        model that records none, a Hugging Face folder), label column or separator than its
+        training files' (`electra predict` and `evaluate`'s --text-columns, --label-column,
+        --delimiter)."""
         if text_columns:
-            if len(text_columns) != len(self.text_columns):
+            wanted = len(self.text_columns)
+            if not wanted and len(text_columns) > 2:
                 raise ElectraError(
-                    f"--text-columns: this model reads {len(self.text_columns)} text column"
-                    f"{'s' * (len(self.text_columns) > 1)} ({', '.join(self.text_columns)}), "
-                    f"not {len(text_columns)}"
+                    f"--text-columns: {len(text_columns)} columns, but a model reads one text "
+                    "or a pair: name one column, or two"
+                )
+            if wanted and len(text_columns) != wanted:
+                raise ElectraError(
+                    f"--text-columns: this model reads {wanted} text column"
+                    f"{'s' * (wanted > 1)} ({', '.join(self.text_columns)}), "
+                    f"not {len(text_columns)}: name {wanted}"
                 )
             self.text_columns = tuple(text_columns)
+        if label_column:
+            self.label_column = label_column
         if delimiter:
             self.delimiter = "\t" if delimiter == "tab" else delimiter
 
@@ -214,12 +237,13 @@ class ClassificationTask(Task):
                     self.label_set.check(name, table, number, self.label_column)
 
     def from_line(self, line: str, number: int, source: str) -> Example:
-        """A text, or (for a model fine-tuned on pairs) two texts TAB-separated."""
+        """A text, or (for a model fine-tuned on pairs) two texts TAB-separated; a model with no
+        record of its columns (a Hugging Face folder) takes either, line by line."""
         texts = line_texts(line, number, source, self._texts_per_input())
         return Example(str(number - 1), texts[0], texts[1] if len(texts) > 1 else None, None)
 
-    def _texts_per_input(self) -> int:
-        return len(self.text_columns)
+    def _texts_per_input(self) -> int | None:
+        return len(self.text_columns) or None
 
     def double_unordered(self, examples: list[Example]) -> list[Example]:
         """Adds each pair swapped, as for MRPC and STS-B: the user says their pairs are unordered."""
@@ -234,8 +258,9 @@ class ClassificationTask(Task):
     def encode(self, examples, tokenizer, max_len, training) -> Encoded:
         special, frame = row_format(tokenizer)
         a = token_ids(tokenizer, [e.text_a for e in examples])
-        pairs = examples and examples[0].text_b is not None
-        b = token_ids(tokenizer, [e.text_b for e in examples]) if pairs else [None] * len(a)
+        # Each example by itself: lines of a model that takes one text or a pair may mix them.
+        seconds = iter(token_ids(tokenizer, [e.text_b for e in examples if e.text_b is not None]))
+        b = [None if e.text_b is None else next(seconds) for e in examples]
         rows = [pack(x, y, special, max_len, frame) for x, y in zip(a, b, strict=True)]
         tensors = to_tensors(rows, max_len, special.pad)
         if examples[0].label is not None:

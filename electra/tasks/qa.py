@@ -282,7 +282,8 @@ class QaTask(Task):
         if len(fields) != 2:
             raise ElectraError(
                 f"{source}, line {number}: expected a question, a TAB and its context, found "
-                f"{len(fields)} TAB-separated field{'s' if len(fields) > 1 else ''}"
+                f"{len(fields)} TAB-separated field{'s' if len(fields) > 1 else ''}: put one TAB "
+                "between the question and its context"
             )
         if not fields[0].strip() or not fields[1].strip():
             empty = "question" if not fields[0].strip() else "context"
