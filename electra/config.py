@@ -247,8 +247,9 @@ RuntimeConfigT = TypeVar("RuntimeConfigT", bound=RuntimeConfig)
 @dataclass
 class InferenceRuntime:
     """The runtime of a fine-tuned model run on new data (`electra evaluate`, `predict`,
-    `electra.Predictor`): on the device `auto` picks, with a progress bar, never compiled (compiling
-    pays only over a long training run), attention through masked SDPA; the settings left unset (None) are the ones it was
+    `electra.Predictor`): on the device `auto` picks, with progress on stderr (a bar on a terminal,
+    plain lines elsewhere), never compiled (compiling pays only over a long training run), attention
+    through masked SDPA; the settings left unset (None) are the ones it was
     fine-tuned with. The command line's flags are `RuntimeConfig`'s of the same names."""
 
     device: str = "auto"

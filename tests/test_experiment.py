@@ -207,8 +207,8 @@ def _one_convention(plan: dict, err: str, out, figures: dict) -> None:
     assert len(counted) == 2 and not any("official counter" in ln for ln in counted)
     electra, modern = counted  # the arms run in order
     assert electra == (
-        f"training FLOPs: {flops['electra-rtd']} for 6 steps (the model convention, matmuls "
-        "only, as MFU counts: the experiment counts every arm in it)"
+        f"training FLOPs: {flops['electra-rtd']} for 6 steps (the model convention, in which "
+        "the experiment counts every arm)"
     )
     assert modern.startswith(f"training FLOPs: {flops['modern-mlm']} for ")
     assert "the official one has no count for this architecture" in modern

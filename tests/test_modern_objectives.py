@@ -25,9 +25,9 @@ from electra.objectives import OBJECTIVES, build_objective, check_objective
 from electra.objectives.base import binary_loss
 from electra.objectives.flops import (
     logged_convention,
-    logged_train_flops,
     model_flops_per_step,
     official_train_flops,
+    train_flops,
 )
 from electra.objectives.sharing import plain
 
@@ -265,11 +265,13 @@ def test_a_modern_run_logs_model_flops_where_the_official_convention_has_no_coun
     assert logged_convention(RunConfig()) == "official"
     with pytest.raises(ElectraError, match="official FLOP convention"):
         official_train_flops(modern)
-    assert logged_train_flops(modern, steps=10) == pytest.approx(10 * model_flops_per_step(modern))
+    assert train_flops(modern, logged_convention(modern), steps=10) == pytest.approx(
+        10 * model_flops_per_step(modern)
+    )
     two = modern_run(name="two_stage", sharing="none", generator_layers_fraction=1.0)
     two = apply_overrides(two, {"objective.two_stage_steps": 5, "train.steps": 10})
     # The second stage runs a frozen generator (1x) and a discriminator (3x).
-    assert logged_train_flops(two) == pytest.approx(
+    assert train_flops(two, logged_convention(two)) == pytest.approx(
         5 * model_flops_per_step(two, 0) + 5 * model_flops_per_step(two, 5)
     )
     assert model_flops_per_step(two, 5) > model_flops_per_step(two, 0)

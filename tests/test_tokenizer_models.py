@@ -261,7 +261,7 @@ def test_an_unknown_kind_is_one_error_line(corpus, tmp_path, capsys):
     [
         (["--model", "bpe", "--vocab-size", "261"], ["256 byte tokens", "5 special tokens"]),
         (["--model", "unigram", "--vocab-size", "12"], ["vocab_size 12", "every character"]),
-        (["--model", "unigram", "--min-frequency", "3"], ["min_frequency", "Unigram"]),
+        (["--model", "unigram", "--min-frequency", "3"], ["--min-frequency", "Unigram"]),
     ],
     ids=["bpe-below-its-alphabet", "unigram-below-its-characters", "unigram-min-frequency"],
 )

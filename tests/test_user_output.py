@@ -22,7 +22,7 @@ from electra.config import PRESETS, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine import progress
-from electra.engine.detect import format_table
+from electra.engine.detect import format_table, piece_text
 from electra.errors import ElectraError
 from electra.hf.pretrained import load_pretrained, pair_configs, save_pretrained
 from electra.model.electra import ElectraForPreTraining, count_parameters, format_count
@@ -161,6 +161,13 @@ def test_detect_gives_pieces_as_text_in_json_and_table_alike(tmp_path, tiny_pret
     table = out.splitlines()[1 : 1 + len(rows)]
     assert all(line.startswith(t) for line, t in zip(table, tokens, strict=True))
     assert table == format_table(rows).splitlines()
+    # Unigram: a piece's word-start mark is a space too, as Metaspace decodes it inside a text.
+    corpus = tmp_path / "unigram.txt"
+    lines = [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(12)) for i in range(200)]
+    corpus.write_text("\n".join([*lines, "the chef ate the meal"]) + "\n")
+    unigram = train_tokenizer([corpus], 120, model="unigram")
+    pieces = [piece_text(unigram, p, "") for p in unigram.encode("the chef").tokens[1:-1]]
+    assert "".join(pieces) == " the chef" and pieces[0].startswith(" ")
     # WordPiece: a continuation keeps its ## (BERT's decoder on the piece alone).
     code, out, err = run_cli(capsys, "detect", "--model", tiny_pretrained, "--json", "cats")
     assert code == 0, err
@@ -186,6 +193,13 @@ def test_progress_is_a_bar_on_a_terminal_and_plain_lines_elsewhere(monkeypatch):
     lines = log.getvalue().splitlines()
     assert "\r" not in log.getvalue() and 1 <= len(lines) <= 10
     assert lines[-1].startswith("fine-tune: 126/126 steps (100%)")
+    # A run stopped before its end says where it stopped, once.
+    log = io.StringIO()
+    with progress.progress_bar(100, "pretrain", stream=log) as bar:
+        bar.update(37)  # a tenth crossed: a line
+        bar.update(1)  # none
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and lines[-1].startswith("pretrain: 38/100 steps (38%)")
     # A slow run also gets a line after the interval, though no tenth was crossed.
     clock = iter(range(0, 10_000, 70))
     monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))

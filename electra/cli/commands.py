@@ -30,10 +30,6 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
         min_frequency=args.min_frequency,
         model=args.model,
     )
-    if tok.get_vocab_size() <= 5:
-        raise ElectraError(
-            f"no text found in {', '.join(args.corpus)}: the tokenizer learned no tokens"
-        )
     with atomic_dir(out) as tmp:
         save_tokenizer(tok, tmp, lowercase=lowercases(tok))
     size = tok.get_vocab_size()
@@ -285,19 +281,20 @@ def _evaluated_split(args: argparse.Namespace) -> str:
     return given[0] if len(given) == 1 and not args.data else "dev"
 
 
+def _reading(args: argparse.Namespace) -> dict:
+    """How `evaluate` and `predict` read files of your own: the reading flags given."""
+    names = ("text_columns", "delimiter", "label_column")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None)}
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from electra.api import evaluate
     from electra.finetuning.baselines import summary_lines
 
     split = _evaluated_split(args)
     data = _data_source(args, (split,))
-    reading = {
-        "text_columns": args.text_columns,
-        "delimiter": args.delimiter,
-        "label_column": args.label_column,
-    }
     results = evaluate(
-        args.model, data, split, args.out, args.task, _inference_runtime(args), reading
+        args.model, data, split, args.out, args.task, _inference_runtime(args), _reading(args)
     )
     for line in summary_lines(results, split):
         print(line)
@@ -316,7 +313,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         all_scores=args.all_scores,
         batch_size=args.batch_size,
         runtime=_inference_runtime(args),
-        reading={"text_columns": args.text_columns, "delimiter": args.delimiter},
+        reading=_reading(args),
     )
     if args.out:
         print(f"{n} predictions -> {args.out}", file=sys.stderr)

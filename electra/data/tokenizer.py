@@ -121,8 +121,8 @@ def train_tokenizer(
     lowercase = uncased if lowercase is None else lowercase
     if model == "unigram" and min_frequency is not None:
         raise ElectraError(
-            "min_frequency is for WordPiece and BPE: Unigram keeps the pieces that best explain "
-            "the corpus, whatever their count; leave it out"
+            "--min-frequency is for WordPiece and BPE: Unigram keeps the pieces that best "
+            "explain the corpus, whatever their count; leave it out"
         )
     min_frequency = DEFAULT_MIN_FREQUENCY if min_frequency is None else min_frequency
     _check_vocab_size(model, vocab_size, specials)
@@ -141,8 +141,6 @@ def train_tokenizer(
         show_progress=False,
     )
     _train_on(tok, trainer, paths)
-    if tok.get_vocab_size() <= len(SPECIAL_TOKENS):
-        raise ElectraError("no text found in the corpus to train a tokenizer on: check the paths")
     return _add_post_processor(tok)
 
 
@@ -213,9 +211,11 @@ def _train_unigram(paths: list[Path], vocab_size: int, lowercase: bool) -> Token
     )
     try:
         _train_on(tok, trainer, paths)
-    except ElectraError:
-        raise
-    except Exception as e:  # tokenizers raises plain Exception
+    except Exception as e:
+        if (
+            type(e) is not Exception
+        ):  # tokenizers' refusals are plain Exceptions; a read error is not
+            raise
         reason = str(e).splitlines()[0]
         if "not large enough" in reason:  # Unigram keeps every character the corpus holds
             reason += " (it must hold every character of the corpus: raise it)"

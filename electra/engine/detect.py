@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import torch
+from tokenizers import decoders
 
 from electra.engine.runtime import prepare_model
 from electra.errors import ElectraError
@@ -45,12 +46,18 @@ def token_logits(model: torch.nn.Module, tokenizer, text: str) -> tuple[torch.Te
 def piece_text(tokenizer, piece: str, span: str) -> str:
     """A word piece as text: the tokenizer's decoder on the piece alone, so that a byte-level BPE
     piece reads as its characters (`Ġche` is " che", the space marking a word's start) and a
-    WordPiece continuation keeps its `##` (`##ing`), as BERT's decoder writes a piece alone. A
+    WordPiece continuation keeps its `##` (`##ing`), as BERT's decoder writes a piece alone, and
+    a Unigram piece's `▁` is a space too. A
     piece that holds part of a character's bytes (no text alone) is the text it covers
     (`span`); a tokenizer without a decoder gives its pieces as they are."""
-    if tokenizer.decoder is None:
+    decoder = tokenizer.decoder
+    if decoder is None:
         return piece
-    text = tokenizer.decoder.decode([piece])
+    text = decoder.decode([piece])
+    if isinstance(decoder, decoders.Metaspace) and piece.startswith(decoder.replacement):
+        # Metaspace drops a text's first word-start mark, which a lone piece always is: keep it
+        # as a space, as byte-level BPE's `Ġ` reads.
+        text = " " + text
     return span if "\ufffd" in text and "\ufffd" not in span and span else text
 
 

@@ -2,9 +2,10 @@
 when stderr is a terminal, and occasional plain lines when it is not (a log file, a pipe), so that
 a log holds a few readable lines instead of a carriage-return update per step.
 
-Progress is turned off by `--no-progress` on every command, which sets the `progress` setting
+Progress is turned off by `--no-progress` on every command: it sets the `progress` setting
 (`train.progress` of a pretraining config, `progress` of a fine-tuning recipe or of
-`InferenceRuntime`).
+`InferenceRuntime`), or, for `experiment` and `demo`, whose settings name a run and so must not
+change with the display, holds every display off (`progress_off`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class PlainProgress:
         self.last_tenth = self._tenth(initial)
         self.postfix: dict[str, Any] = {}
         self.closed = False
+        self.written = initial  # the count the last line showed
 
     def _tenth(self, n: int) -> int:
         return n * PLAIN_LINES // self.total if self.total else 0
@@ -115,6 +117,7 @@ class PlainProgress:
         self.postfix = {**(ordered_dict or {}), **kw}
 
     def _write(self, now: float) -> None:
+        self.written = self.n
         units = self.unit if self.unit.endswith("s") else f"{self.unit}s"
         done = f"{self.n}/{self.total} {units}"
         if self.total:
@@ -128,6 +131,10 @@ class PlainProgress:
         print(f"{self.label}: {', '.join(parts)}", file=self.stream, flush=True)
 
     def close(self) -> None:
+        """Ends the display with a line where the count moved since the last one (a run stopped
+        early, at `stop_after` or by Ctrl-C, says where it stopped)."""
+        if not self.closed and self.n != self.written:
+            self._write(time.monotonic())
         self.closed = True
 
     def __enter__(self) -> PlainProgress:

@@ -77,13 +77,6 @@ CONVENTIONS = {
     "model": "the model convention, matmuls only, as MFU counts: the official one has no count "
     "for this architecture",
 }
-# Where the caller chose the convention (an experiment counts all its arms on one scale), the
-# reason above would be wrong for an arm that has a count in the official one.
-CHOSEN = {
-    "official": CONVENTIONS["official"],
-    "model": "the model convention, matmuls only, as MFU counts: the experiment counts every arm "
-    "in it",
-}
 
 
 def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
@@ -256,7 +249,7 @@ def _pretrain(
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
     cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data)
     run = build(cfg, run_dir, data, latest, init_from_pair, world, runtime)
-    run.convention = convention or logged_convention(cfg)
+    run.convention = convention or run.convention
     if world.is_main:
         # Every input checked: from here on this run writes the folder, and only this run.
         cleanup.enter_context(RunLock(run_dir))
@@ -360,6 +353,7 @@ def build(
     run = Run(
         cfg, run_dir, data, world, runtime, objective, model, optimizer, stream, micro_batch, stop
     )
+    run.convention = logged_convention(cfg)
     if latest is not None:
         state = load_checkpoint(latest, objective, optimizer)
         run.step, run.elapsed_before = state["step"], state.get("elapsed_s", 0.0)
@@ -390,10 +384,12 @@ def open_run_dir(run: Run, fresh: bool) -> None:
             f"run {run_dir} is already at step {run.step}; raise --steps to train further",
             file=sys.stderr,
         )
-    why = CONVENTIONS if run.convention == logged_convention(cfg) else CHOSEN
+    why = CONVENTIONS[run.convention]
+    if run.convention != logged_convention(cfg):  # an experiment counts all arms on one scale
+        why = f"the {run.convention} convention, in which the experiment counts every arm"
     print(
         f"training FLOPs: {train_flops(cfg, run.convention):.3g} for {cfg.train.steps} steps "
-        f"({why[run.convention]})",
+        f"({why})",
         file=sys.stderr,
     )
     if run.data.packs_documents:

@@ -77,7 +77,7 @@ def evaluate(
     task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
     if task_name and get_task(task_name).name != task.name:
         raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
-    if reading and any(reading.values()):
+    if reading and any(reading.values()):  # a value left unset reads as the training files did
         task.read_with(**{k: v for k, v in reading.items() if v})
     files = task.resolve(data)  # the one look-up of the split files
     info = read_finetune_info(source)  # {} for a Hugging Face folder: no baseline, no train file

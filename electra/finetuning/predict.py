@@ -86,8 +86,8 @@ class Predictor:
         given = {"device": device, "precision": precision}
         runtime = replace(runtime or InferenceRuntime(), **{k: v for k, v in given.items() if v})
         predictor = cls(*load_for_inference(path, runtime))
-        if reading and any(reading.values()):
-            predictor.task.read_with(**reading)
+        if reading and any(reading.values()):  # as `evaluate`: unset values read as trained
+            predictor.task.read_with(**{k: v for k, v in reading.items() if v})
         return predictor
 
     def __call__(
@@ -102,7 +102,8 @@ class Predictor:
         such a line, so a TAB in it separates a pair's texts. A blank input (or None) gives
         `{"id": its position, "empty": true}`; ids are the positions from "0". `truncated`
         then says how many were cut to the model's maximum length. `progress` (default: the
-        model's runtime setting) shows a bar on stderr."""
+        model's runtime setting) shows progress on stderr (a bar on a terminal, plain lines
+        elsewhere)."""
         check_batch_size(batch_size)
         lines = input_lines(inputs)
         show = self.cfg.progress if progress is None else progress

@@ -381,7 +381,9 @@ def pair_dirs(path: str | Path) -> tuple[Path, Path]:
 
 def mlm_source(path: str | Path) -> AnyModelConfig | None:
     """The config of a modern masked-LM folder (`ModernBertForMaskedLM`, as `transformers` or our
-    export writes it) that continued pretraining starts from; None for any other path."""
+    export writes it) that continued pretraining starts from; None for any other path. A run's
+    `discriminator/` or `generator/` given alone is refused, naming the pair folder to give instead
+    (one of a pair would otherwise start both networks)."""
     path = Path(path)
     if not is_model_dir(path) or is_model_dir(path / "discriminator"):
         return None

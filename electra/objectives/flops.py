@@ -9,8 +9,7 @@ the two conventions of `electra.model.flops` (say which one a figure uses).
 
 An objective that does not name its networks is refused, not counted as ELECTRA. The official
 convention is defined for BERT's 2018 layer only: a run of another family (the modern one) has no
-count in it, and its logs count in the model convention instead (`logged_convention`,
-`logged_train_flops`). `electra experiment` has every arm's run count in its budget's one
+count in it, and its logs count in the model convention instead (`logged_convention`). `electra experiment` has every arm's run count in its budget's one
 convention (`electra.engine.train.pretrain`'s `convention`).
 """
 
@@ -64,11 +63,6 @@ def logged_convention(cfg: RunConfig) -> str:
     except ElectraError:
         return "model"
     return "official"
-
-
-def logged_train_flops(cfg: RunConfig, steps: float | None = None) -> float:
-    """`train_flops` as a run's log writes it: in `logged_convention(cfg)`."""
-    return train_flops(cfg, logged_convention(cfg), steps)
 
 
 def model_flops_per_step(cfg: RunConfig, step: int = 0) -> float:
