@@ -308,10 +308,13 @@ def test_the_report_marks_baselines_and_counts_in_one_convention(
     assert modern[-1] == info["modern-mlm"]["train_flops"]
     assert _lines(gen) == {"electra-rtd": ([info["electra-rtd"]["train_flops"]], "o")}
 
-    # a long line is drawn bare: its markers would hide the curve
+
+def test_a_long_loss_line_is_drawn_bare(tmp_path, monkeypatch):
+    """Markers would hide the curve of a line longer than `MARKED_POINTS`."""
+    figures = _figures(monkeypatch)
     many = [(float(s), 1.0) for s in range(1, experiment.MARKED_POINTS + 2)]
     experiment.plot_losses(
-        {"long": {"key": "mlm_loss", "encoder": many, "generator": []}}, out, "official"
+        {"long": {"key": "mlm_loss", "encoder": many, "generator": []}}, tmp_path, "official"
     )
     (line,) = figures["losses.png"].axes[0].get_lines()
     assert len(line.get_xdata()) == len(many) and line.get_marker() in (None, "None", "")
