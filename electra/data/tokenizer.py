@@ -212,9 +212,8 @@ def _train_unigram(paths: list[Path], vocab_size: int, lowercase: bool) -> Token
     try:
         _train_on(tok, trainer, paths)
     except Exception as e:
-        if (
-            type(e) is not Exception
-        ):  # tokenizers' refusals are plain Exceptions; a read error is not
+        # tokenizers' refusals are plain Exceptions; a read error or our own is not.
+        if type(e) is not Exception:
             raise
         reason = str(e).splitlines()[0]
         if "not large enough" in reason:  # Unigram keeps every character the corpus holds
