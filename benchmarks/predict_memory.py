@@ -1,8 +1,9 @@
 """Memory and latency of `electra predict` on a long standard input: peak RSS, the time to the
-first record, and throughput, for the code of this checkout or of another (`--code`, for a
-before/after comparison).
+first record, and throughput, for many lines (`--lines`, one run per count) and for one long line
+(`--long-line-mb`), for the code of this checkout or of another (`--code`, for a before/after
+comparison).
 
-    python benchmarks/predict_memory.py --lines 500000
+    python benchmarks/predict_memory.py --lines 50000 500000 --long-line-mb 50
     git worktree add /tmp/electra-before COMMIT && cd /tmp/electra-before && \
       PYTHONPATH=$PWD python /path/to/benchmarks/predict_memory.py --lines 500000 --code $PWD
 
@@ -11,11 +12,12 @@ before/after comparison).
 
 An SST-2 classifier of `--preset` size (`predict_throughput.build_model`: one step from random weights with a
 WordPiece vocabulary trained on SST-2's training text, its decision boundary centred) reads
-`--lines` lines of SST-2 sentences, repeated, from a file given as standard input to
+`--lines` lines of SST-2 sentences, repeated, or one line of `--long-line-mb` megabytes of them
+joined by spaces, from a file given as standard input to
 `python -m electra.cli predict --model FT - --device cpu` in a child process, whose standard
 output is read as it comes. Peak RSS is the child's high-water mark (`VmHWM` in /proc/PID/status,
-polled; `getrusage` would count the RSS this process had when it forked the child, which Linux
-carries across exec).
+polled; `getrusage(RUSAGE_CHILDREN).ru_maxrss` would count the RSS this process had when it forked
+the child, torch and the model included, which Linux carries across exec).
 """
 
 from __future__ import annotations
@@ -89,29 +91,54 @@ def run_predict(model: Path, lines: Path, code: Path | None) -> dict:
     }
 
 
+def write_lines(path: Path, texts: list[str], lines: int) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(t + "\n" for t in itertools.islice(itertools.cycle(texts), lines))
+
+
+def write_long_line(path: Path, texts: list[str], megabytes: float) -> None:
+    """One line of `megabytes` MB: the sentences joined by spaces, over and over."""
+    block = " ".join(texts) + " "
+    size = int(megabytes * 1_000_000)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(size // len(block)):
+            f.write(block)
+        f.write(block[: size % len(block)] + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--glue", type=Path, default=Path("../shared/data/glue/SST-2"))
-    p.add_argument("--lines", type=int, default=500_000)
+    p.add_argument("--lines", type=int, nargs="*", default=[500_000], help="one run per count")
+    p.add_argument("--long-line-mb", type=float, nargs="*", default=[], help="one run per size")
     p.add_argument("--preset", default="tiny", help="the classifier's size")
     p.add_argument("--code", type=Path, help="the checkout whose electra runs (default: this)")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = p.parse_args()
     texts = sentences(args.glue, 5000)
+    runs = []
     with tempfile.TemporaryDirectory() as tmp:
         model = build_model(args.glue, Path(tmp), steps=1, size=args.preset)
-        lines = Path(tmp) / "lines.txt"
-        with open(lines, "w", encoding="utf-8") as f:
-            f.writelines(t + "\n" for t in itertools.islice(itertools.cycle(texts), args.lines))
-        figures = run_predict(model, lines, args.code)
+        cases = [("lines", n) for n in args.lines] + [
+            ("long_line_mb", m) for m in args.long_line_mb
+        ]
+        for kind, size in cases:
+            path = Path(tmp) / "input.txt"
+            if kind == "lines":
+                write_lines(path, texts, size)
+            else:
+                write_long_line(path, texts, size)
+            runs.append({kind: size, "input_mb": round(path.stat().st_size / 1e6, 1)})
+            runs[-1].update(run_predict(model, path, args.code))
+            print(json.dumps(runs[-1]), file=sys.stderr)
+            path.unlink()
     results = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}",
-        "lines": args.lines,
         "preset": args.preset,
         "code": str(args.code or "this checkout"),
-        **figures,
+        "runs": runs,
     }
     print(json.dumps(results, indent=2))
     if args.out:

@@ -30,6 +30,7 @@ def pretrain(
     *,
     resume: bool = False,
     given: Collection[str] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Pretrains a discriminator and generator as `electra pretrain` does, into the run folder
     `out` (default runs/PRESET), and returns it. `cfg` defaults to the small preset; `data` (a
@@ -37,8 +38,10 @@ def pretrain(
     as the command fills them (`electra.settings.resolve_run_settings`: the data folder's sequence
     length, the objective's implied settings), where `given` names the section.field keys the
     caller set (default: those that differ from the preset's). With `resume`, the run in `out`
-    continues from its last checkpoint, with the config it was started with unless `cfg` is
-    given."""
+    continues from its last checkpoint (from step 0 where it has none yet) with the config it was
+    started with; a `cfg` given may change only what may change on resume (the steps, the
+    learning rate, how it runs: `electra.engine.run_folder.MAY_CHANGE_ON_RESUME`), else it is
+    refused. `overwrite` starts a new run over an earlier one in `out`."""
     from electra.engine.train import pretrain as train
 
     if resume:
@@ -52,7 +55,8 @@ def pretrain(
         given = None if given is None else {*given, "data.path"}
     if not resume:
         cfg = resolve_run_settings(cfg, given)
-    return train(cfg, out if out is not None else f"runs/{cfg.preset}", resume=resume)
+    out = out if out is not None else f"runs/{cfg.preset}"
+    return train(cfg, out, resume=resume, overwrite=overwrite)
 
 
 def finetune(
@@ -85,15 +89,19 @@ def evaluate(
     task: str | None = None,
     runtime: InferenceRuntime | None = None,
     reading: dict[str, Any] | None = None,
+    drop_overlap: bool = False,
 ) -> dict[str, Any]:
     """Predicts and scores a split with a fine-tuned model as `electra evaluate` does, writing
     its predictions and scores to `out` (default MODEL/eval-SPLIT); returns the scores. `task`,
     where given, is checked against the model's; `reading` ({"text_columns", "delimiter",
     "label_column"}) reads files of your own by other columns or separator than its training
-    files' (a Hugging Face folder records none)."""
+    files' (a Hugging Face folder records none). Rows the model trained on are refused, or with
+    `drop_overlap` left out of the score and counted."""
     from electra.finetuning.evaluate import evaluate as run
 
-    return run(model, data, split, out, task, runtime=runtime, reading=reading)
+    return run(
+        model, data, split, out, task, runtime=runtime, reading=reading, drop_overlap=drop_overlap
+    )
 
 
 def export(

@@ -1,15 +1,18 @@
 """Writing a file or a folder so that a reader, a crash or an error never leaves half of one in
 place: the content goes to a hidden temporary sibling, which is renamed over the target only once
-complete, and removed when the writing fails. Imports nothing from electra, so any module may use
-it."""
+complete, and removed when the writing fails. An operating-system error met on the way names the
+target the user asked for, not the temporary (`writing` makes one of a library's own error, as
+safetensors' on a full disk). Imports nothing from electra, so any module may use it."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +39,10 @@ def atomic_path(path: str | Path, suffix: str = "", fsync: bool = False) -> Iter
         if fsync:
             fsync_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        with suppress(OSError):  # (a read-only disk refuses even to unlink what is not there)
+            tmp.unlink(missing_ok=True)
+        name_target(e, tmp, path)
         raise
 
 
@@ -64,8 +69,9 @@ def atomic_dir(out_dir: str | Path, tag: str = "tmp", fsync: bool = False) -> It
         tmp.mkdir(parents=True)
         yield tmp
         replace_dir(tmp, out_dir, fsync=fsync)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        name_target(e, tmp, out_dir)
         raise
 
 
@@ -98,6 +104,65 @@ def replace_dir(tmp: str | Path, out_dir: str | Path, fsync: bool = False) -> No
         fsync_dir(out_dir.parent)
     if old is not None:
         _remove(old)
+
+
+def name_target(error: BaseException, tmp: Path, target: Path) -> None:
+    """An OSError met writing the temporary `tmp` names `target` instead (or in `target` where it
+    names a file inside the temporary folder), and names `target` where it named nothing (a
+    write to an open file on a full disk): the user knows the path they asked for."""
+    if not isinstance(error, OSError):
+        return
+    name = error.filename
+    if isinstance(name, os.PathLike):  # (as some writers give it)
+        name = os.fspath(name)
+    if name is None:
+        error.filename = str(target)
+    elif isinstance(name, str) and (name == str(tmp) or name.startswith(f"{tmp}{os.sep}")):
+        error.filename = str(target) + name[len(str(tmp)) :]
+
+
+# How safetensors and torch put an operating-system error in their own exception's message.
+_OS_ERROR = re.compile(r"\(os error (\d+)\)|\[Errno (\d+)\]")
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Turns the error of a writer that does not raise OSError into one naming `path` and its
+    cause: safetensors' SafetensorError ("I/O error: No space left on device (os error 28)")
+    and torch.save's RuntimeError ("unexpected pos ...", "PytorchStreamWriter failed writing
+    file" on a full disk: told by the disk having no space left). Other errors pass as they
+    are."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            e.filename = str(path)
+        raise
+    except Exception as e:  # noqa: BLE001 - SafetensorError is not importable by a stable name
+        code = _os_errno(e, Path(path))
+        if code is None:
+            raise
+        raise OSError(code, os.strerror(code), str(path)) from e
+
+
+def _os_errno(error: Exception, path: Path) -> int | None:
+    """The errno a writer's exception stands for, or None where it is not an OS failure."""
+    if type(error).__name__ not in ("SafetensorError", "RuntimeError"):
+        return None
+    if found := _OS_ERROR.search(str(error)):
+        return int(found[1] or found[2])
+    if type(error).__name__ == "RuntimeError" and _full(path):
+        return errno.ENOSPC
+    return None
+
+
+def _full(path: Path) -> bool:
+    """Whether the file system holding `path` has (next to) no space left."""
+    folder = next((p for p in (path, *path.parents) if p.is_dir()), Path("."))
+    try:
+        return shutil.disk_usage(folder).free < 1 << 20
+    except OSError:
+        return False
 
 
 def fsync_file(path: str | Path) -> None:

@@ -50,6 +50,9 @@ OBJECTIVE_NAMES = (
     "two_stage",
 )
 SHARINGS = ("none", "embeddings", "all", "gdes")
+# Other names of sharing modes, taken as the canonical one (which a saved config holds): the
+# paper's "tie all weights" is `full` in the README's list of objectives.
+SHARING_ALIASES = {"full": "all", "embedding": "embeddings"}
 
 
 @dataclass
@@ -84,7 +87,8 @@ class ObjectiveConfig:
     generator_intermediate_size: int | None = None
     # Weights the generator shares with the network it trains: none, embeddings (word, position
     # and token-type tables and the embedding LayerNorm, as the official code), all (one encoder,
-    # equal sizes only) or gdes (gradient-disentangled, DeBERTa-v3). See objectives/sharing.py.
+    # equal sizes only; also called full) or gdes (gradient-disentangled, DeBERTa-v3). See
+    # objectives/sharing.py.
     sharing: str = "embeddings"
     # two_stage: the step at which the discriminator, initialised from the generator, takes over
     # (unset: half of train.steps).
@@ -108,9 +112,12 @@ class ObjectiveConfig:
             raise ElectraError(
                 f"objective.name={self.name!r} is unknown: choose one of {', '.join(OBJECTIVE_NAMES)}"
             )
+        self.sharing = SHARING_ALIASES.get(self.sharing, self.sharing)
         if self.sharing not in SHARINGS:
+            aliases = ", ".join(f"{k} for {v}" for k, v in SHARING_ALIASES.items())
             raise ElectraError(
-                f"objective.sharing={self.sharing!r} is unknown: choose one of {', '.join(SHARINGS)}"
+                f"objective.sharing={self.sharing!r} is unknown: choose one of "
+                f"{', '.join(SHARINGS)} ({aliases})"
             )
         split = self.mask_frac + self.keep_frac + self.random_frac
         if abs(split - 1.0) > 1e-6 or min(self.mask_frac, self.keep_frac, self.random_frac) < 0:

@@ -54,11 +54,15 @@ def resumed_config(
     run_dir: str | Path, overrides: Mapping[str, Any] | None = None, source: str = "command line"
 ) -> RunConfig:
     """The config a run in `run_dir` was started with (its config.json holds what was filled in
-    then), with `overrides` on top (`--steps` to train further)."""
+    then), with `overrides` on top (`--steps` to train further; the engine refuses those that
+    may not change on resume, `electra.engine.run_folder`). `train.stop_after` is an
+    invocation's, not the run's: unset unless given again."""
     saved = Path(run_dir) / "config.json"
     if not saved.is_file():
         raise ElectraError(f"{run_dir} is not a run folder (no config.json): check the path")
-    return apply_overrides(RunConfig.load(saved), dict(overrides or {}), source=source)
+    cfg = RunConfig.load(saved)
+    cfg = replace(cfg, train=replace(cfg.train, stop_after=None))
+    return apply_overrides(cfg, dict(overrides or {}), source=source)
 
 
 def given_keys(cfg: RunConfig) -> set[str]:

@@ -65,7 +65,9 @@ def data_dirs(factory) -> dict[str, Path]:
         }
         for qid, q, a in QUESTIONS
     ]
-    for split, order in (("train", qas), ("dev", qas[::-1])):  # no copy of train: it is refused
+    # dev: train's questions reversed, a word longer each (a training question there is refused)
+    near = [{**q, "question": f"so {q['question']}"} for q in qas[::-1]]
+    for split, order in (("train", qas), ("dev", near)):
         squad = {"version": "v2.0", "data": [{"paragraphs": [{"context": CONTEXT, "qas": order}]}]}
         (root / "qa" / f"{split}.json").write_text(json.dumps(squad))
     _own_data(root)

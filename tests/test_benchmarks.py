@@ -130,10 +130,10 @@ def test_predict_memory(toy, monkeypatch, tmp_path):
     out = tmp_path / "memory.json"
     run_script(
         monkeypatch, "predict_memory.py", "--glue", toy / "glue" / "SST-2", "--lines", 40,
-        "--preset", "tiny", "--out", out,
+        "--long-line-mb", 0.05, "--preset", "tiny", "--out", out,
     )  # fmt: skip
-    results = json.loads(out.read_text())
-    assert results["records"] == 40 and results["peak_rss_mb"] > 0
+    many, long = json.loads(out.read_text())["runs"]
+    assert many["records"] == 40 and many["peak_rss_mb"] > 0 and long["records"] == 1
 
 
 def test_demo_step(toy, monkeypatch, capsys):

@@ -109,7 +109,7 @@ def small_run_args(data, out, steps=2):
 def test_prepare_counts_bad_bytes_and_long_lines(data):
     meta = json.loads((data / "meta.json").read_text())
     assert meta["read_stats"]["bad_utf8_lines"] == 1
-    assert meta["read_stats"]["truncated_lines"] == 1
+    assert meta["read_stats"]["long_lines"] == 1
     assert meta["num_examples"] > 10
 
 

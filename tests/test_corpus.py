@@ -119,7 +119,7 @@ def test_real_wikipedia_file_has_one_document_per_doc_block():
     stats = ReadStats()
     docs = list(iter_documents([source], stats))
     assert len(docs) == blocks == stats.documents
-    assert stats.bad_utf8_lines == 0 and stats.truncated_lines == 0
+    assert stats.bad_utf8_lines == 0 and stats.long_lines == 0
 
 
 def test_invalid_utf8_is_counted_and_replaced(tmp_path):
@@ -137,7 +137,7 @@ def test_byte_order_mark_at_file_start_is_dropped(tmp_path):
     assert read(path) == [["body"]]
 
 
-def test_five_megabyte_line_is_truncated_and_counted(tmp_path):
+def test_five_megabyte_line_is_read_in_pieces_and_counted(tmp_path):
     path = tmp_path / "long.txt"
     with path.open("wb") as f:
         f.write(b"before\n")
@@ -145,8 +145,8 @@ def test_five_megabyte_line_is_truncated_and_counted(tmp_path):
         f.write(b"after\n")
     stats = ReadStats()
     docs = list(iter_documents([path], stats, max_line_chars=1000))
-    assert docs == [["before", "\u00e9" * 1000, "after"]]
-    assert stats.truncated_lines == 1 and stats.bad_utf8_lines == 0
+    assert docs == [["before", *["\u00e9" * 1000] * 2500, "after"]]  # nothing lost
+    assert stats.long_lines == 1 and stats.bad_utf8_lines == 0
 
 
 def test_long_line_cut_inside_a_multibyte_character_is_not_bad_utf8(tmp_path):
@@ -154,8 +154,8 @@ def test_long_line_cut_inside_a_multibyte_character_is_not_bad_utf8(tmp_path):
     path.write_bytes(b"a" + "\u20ac".encode() * 50 + b"\n")
     stats = ReadStats()
     docs = list(iter_documents([path], stats, max_line_chars=10))
-    assert docs == [["a" + "\u20ac" * 9]]
-    assert (stats.truncated_lines, stats.bad_utf8_lines) == (1, 0)
+    assert "".join(docs[0]) == "a" + "\u20ac" * 50 and max(map(len, docs[0])) == 10
+    assert (stats.long_lines, stats.bad_utf8_lines) == (1, 0)
 
 
 def test_long_document_is_yielded_in_parts(tmp_path):
@@ -223,11 +223,11 @@ def test_parquet_and_arrow_rows_are_documents_like_jsonl_records(tmp_path):
             if t is not None:
                 f.write(json.dumps({"text": t}) + "\n")
     expected = read(tmp_path / "same.jsonl", max_line_chars=20)
-    assert expected == [["a b", "c"], ["d", "e"], ["x" * 20], ["last"]]
+    assert expected == [["a b", "c"], ["d", "e"], ["x" * 20, "x" * 20, "x" * 10], ["last"]]
     for path in write_tables(tmp_path / "t", texts).values():
         stats = ReadStats()
         assert list(iter_documents([path], stats, max_line_chars=20)) == expected, path
-        assert (stats.documents, stats.truncated_lines) == (4, 1)
+        assert (stats.documents, stats.long_lines) == (4, 1)
 
 
 def test_a_table_without_a_text_column_names_its_columns(tmp_path):

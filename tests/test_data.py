@@ -384,11 +384,13 @@ def test_reads_every_corpus_format(tmp_path, word_tok):
     assert rows == [[word_id(1)], [word_id(2)], [word_id(3)], [word_id(4)]]
 
 
-def test_reports_bad_utf8_and_truncated_lines(tmp_path, word_tok):
+def test_reports_bad_utf8_and_long_lines(tmp_path, word_tok):
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"w1 w2 \xff\n" + b"w3 " * 60_000 + b"\n")
     summary = prepare([str(corpus)], word_tok, 16, tmp_path / "out", workers=1)
-    assert summary["bad_utf8_lines"] == 1 and summary["truncated_lines"] == 1
+    assert summary["bad_utf8_lines"] == 1 and summary["long_lines"] == 1
+    # The long line whole, in pieces (the normalizer drops U+FFFD).
+    assert summary["text_tokens"]["read"] == 2 + 60_000
 
 
 # ---------------------------------------------------------------- user errors

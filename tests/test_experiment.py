@@ -167,7 +167,11 @@ def test_an_experiment_across_architecture_and_objective(
     ]
     task = tmp_path / "sst"
     write_csv(task / "train.csv", ["text", "label"], rows)
-    write_csv(task / "dev.csv", ["text", "label"], rows[:8])
+    dev = [
+        [r["sentence"], ("negative", "positive")[int(r["label"])]]
+        for r in glue_rows("SST-2", "dev", 8)
+    ]
+    write_csv(task / "dev.csv", ["text", "label"], dev)  # a training row there is refused
     out = tmp_path / "xp"
     args = ["experiment", "--data", wikitext_data, "--out", out, "--arm", ELECTRA_RTD]
     args += ["--arm", MODERN_MLM, "--steps", "6", "--seeds", "2"]

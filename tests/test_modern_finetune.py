@@ -247,7 +247,11 @@ def own_data(tmp_path_factory):
     ]
     (root / "qa").mkdir()
     squad_file(root / "qa" / "train.json", questions)
-    squad_file(root / "qa" / "dev.json", questions[::-1])
+    # dev: train's questions reversed, a word longer each (a training question is refused)
+    squad_file(
+        root / "qa" / "dev.json",
+        [{**q, "question": f"so {q['question']}"} for q in questions[::-1]],
+    )
     return root
 
 

@@ -80,6 +80,12 @@ def assert_entity_scores_recomputed(out):
 # --- tagging --------------------------------------------------------------------------------------
 
 
+def near_copies(sentences):
+    """Training sentences with one word more (an `O`): not training rows, which a dev file may
+    not hold, yet near enough for a few epochs' memory to show in the dev score."""
+    return [([*words, "indeed"], [*tags, "O"]) for words, tags in sentences]
+
+
 def test_tagging_jsonl_with_a_renamed_tag_set(tmp_path, conll_sentences, conll_model):
     from electra.finetuning.run import finetune
     from electra.hf.finetuned import load_finetuned
@@ -91,14 +97,21 @@ def test_tagging_jsonl_with_a_renamed_tag_set(tmp_path, conll_sentences, conll_m
         for i, (w, tags) in enumerate(conll_sentences)
     ]
     (data / "train.jsonl").write_text("\n".join(records) + "\n")
-    (data / "dev.jsonl").write_text("\n".join(records[:16]) + "\n")
+    near = [
+        json.dumps({"id": f"s{i}", "tokens": w, "tags": [rename(t) for t in tags]})
+        for i, (w, tags) in enumerate(near_copies(conll_sentences[:16]))
+    ]
+    (data / "dev.jsonl").write_text("\n".join(near) + "\n")
     out = tmp_path / "ft"
     finetune(conll_model, "tagging", data, out, FinetuneConfig(epochs=8, **FAST))
     expected = ("O",) + tuple(f"{p}-{k}" for k in sorted(RENAMED.values()) for p in "BI")
     head = json.loads((out / "seed_0" / "finetune.json").read_text())["head"]
     assert tuple(head["labels"]) == expected  # 'O', then each type's B- and I-, alphabetically
     rows = assert_entity_scores_recomputed(out)
-    assert rows[0]["id"] == "s0" and rows[0]["label"] == [rename(t) for t in conll_sentences[0][1]]
+    assert rows[0]["id"] == "s0" and rows[0]["label"] == [
+        *(rename(t) for t in conll_sentences[0][1]),
+        "O",
+    ]
     assert {t for r in rows for t in r["prediction"]} <= set(expected)
     assert seed_metrics(out)["f1"] > 0  # 8 epochs memorise some of the 16 sentences
     task, *_ = load_finetuned(out)  # the tag set comes back with the model
@@ -118,7 +131,7 @@ def test_tagging_conll_columns_with_a_tag_column(tmp_path, conll_sentences, conl
         )
 
     (data / "train.conll").write_text(conll(conll_sentences))
-    (data / "dev.conll").write_text(conll(conll_sentences[:8]))
+    (data / "dev.conll").write_text(conll(near_copies(conll_sentences[:8])))
     (data / "test.conll").write_text("".join(f"{w}\n" for w in conll_sentences[0][0]) + "\n")
     task = TaggingTask(TaggingSettings(tag_column=2))
     train = task.read(data / "train.conll", "train")
@@ -261,7 +274,10 @@ def test_qa_squad_json_official_head(tmp_path, tiny_pretrained):
     data.mkdir()
     questions = [*QUESTIONS, qa("q5", "what is money ?", None, impossible=True)]
     squad_file(data / "train.json", questions)
-    squad_file(data / "dev.json", questions[::-1])  # a copy of train is refused as dev
+    # dev: train's questions reversed, each a word longer (a training question is refused)
+    squad_file(
+        data / "dev.json", [{**q, "question": f"so {q['question']}"} for q in questions[::-1]]
+    )
     out = tmp_path / "ft"
     finetune(tiny_pretrained, "qa", data, out, FinetuneConfig.from_values(QA_CFG, "test"))
     head = json.loads((out / "seed_0" / "finetune.json").read_text())["head"]
@@ -284,7 +300,8 @@ def test_qa_flat_jsonl_linear_head(tmp_path, tiny_pretrained):
     records[-1]["answers"] = {"text": [], "answer_start": []}  # unanswerable, as HF writes it
     lines = "\n".join(json.dumps(r) for r in records) + "\n"
     (data / "train.jsonl").write_text(lines)
-    (data / "dev.jsonl").write_text(lines + "\n")  # a copy of train is refused as dev
+    near = [{**r, "question": f"so {r['question']}"} for r in records]  # train's are refused
+    (data / "dev.jsonl").write_text("\n".join(json.dumps(r) for r in near) + "\n")
     unknown = {k: v for k, v in records[0].items() if k != "answers"}
     (data / "test.jsonl").write_text(json.dumps(unknown) + "\n")
     out = tmp_path / "ft"

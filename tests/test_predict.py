@@ -152,7 +152,8 @@ def test_qa_answers_with_offsets_from_file_and_stdin(tmp_path_factory, capsys, m
             assert CONTEXT[r["start"] : r["start"] + len(r["answer"])] == r["answer"]
         else:
             assert r["start"] is None
-    stdin_lines(monkeypatch, f"where was the car ?\t{CONTEXT}\n")
+    first = json.loads((data / "dev.json").read_text())["data"][0]["paragraphs"][0]["qas"][0]
+    stdin_lines(monkeypatch, f"{first['question']}\t{CONTEXT}\n")  # the file's first question
     code, stdout, _ = predict_cli(capsys, model, "-")
     assert code == 0
     assert json.loads(stdout)["answer"] == records[0]["answer"]

@@ -57,8 +57,9 @@ def test_a_used_folder_is_not_started_again(wikitext_data, tmp_path):
     cfg = tiny_cfg(wikitext_data)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "notes.txt").write_text("mine")
-    with pytest.raises(ElectraError, match=r"already exists: continue it with --resume"):
+    with pytest.raises(ElectraError, match=r"already exists: continue it with --resume") as e:
         resolve_run(cfg, tmp_path / "run", False, data_of(cfg))
+    assert "start it again with --overwrite" in str(e.value)
 
 
 def test_resuming_needs_a_complete_checkpoint(wikitext_data, tmp_path):
@@ -81,13 +82,17 @@ def test_a_restarted_worker_without_a_checkpoint_starts_afresh(
 
 
 def test_a_resumed_run_keeps_its_checkpoints_architecture(finished_run, wikitext_data):
-    cfg = tiny_cfg(wikitext_data, **{"model.hidden_size": 48, "train.steps": 4})
+    cfg = tiny_cfg(wikitext_data, **{"train.steps": 4})
     fitted, latest, from_pair = resolve_run(cfg, finished_run, True, data_of(cfg))
     assert latest == checkpoint_dirs(finished_run)[-1]
     assert from_pair is False
     saved = tiny_cfg(wikitext_data)
-    assert fitted.model.hidden_size == saved.model.hidden_size != 48
+    assert fitted.model.hidden_size == saved.model.hidden_size
     assert fitted.train.steps == 4  # the schedule is this invocation's
+    # Another architecture is refused, not silently replaced by the checkpoint's (issue 46).
+    other = tiny_cfg(wikitext_data, **{"model.hidden_size": 48, "train.steps": 4})
+    with pytest.raises(ElectraError, match=r"model.hidden_size is 32 in the run but 48 here"):
+        resolve_run(other, finished_run, True, data_of(other))
 
 
 def test_a_pair_gives_its_architecture_and_keeps_its_vocabulary(

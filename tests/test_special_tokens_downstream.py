@@ -209,7 +209,9 @@ def test_a_model_folder_of_a_bare_tokenizer_carries_the_template(tmp_path):
 
 
 @pytest.mark.numeric
-def test_a_roberta_pair_classifier_agrees_with_the_pipeline(tmp_path, capsys):
+def _roberta_pair_model(folder):
+    """A small modern model with RoBERTa's BPE tokenizer (and its pair framing), saved to
+    `folder`; returns its config."""
     tok = roberta_bpe()
     cfg = ModernConfig(
         vocab_size=tok.get_vocab_size(),
@@ -225,20 +227,30 @@ def test_a_roberta_pair_classifier_agrees_with_the_pipeline(tmp_path, capsys):
     torch.manual_seed(0)
     model = ModernBertForPreTraining(cfg)
     bigger_weights(model)  # so that one token more or less moves the scores past rounding
-    save_pretrained(model, tmp_path / "model", tok)
-    assert (
-        json.loads((tmp_path / "model" / "tokenizer_config.json").read_text())["model_max_length"]
-        == 128
-    )
-    data = tmp_path / "pairs"
+    save_pretrained(model, folder, tok)
+    return cfg
+
+
+def _pair_files(data):
+    """train.jsonl (16 pairs) and dev.jsonl (8) with `text_a`, `text_b` and a label."""
+    data.mkdir()
     for split, n, offset in (("train", 16, 0), ("dev", 8, 3)):
         a, b = sentences(n, offset), sentences(n, offset + 7)
         rows = [
             {"text_a": x, "text_b": y, "label": "same" if i % 2 else "other"}
             for i, (x, y) in enumerate(zip(a, b, strict=True))
         ]
-        (data / f"{split}.jsonl").parent.mkdir(exist_ok=True)
         (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_roberta_pair_classifier_agrees_with_the_pipeline(tmp_path, capsys):
+    cfg = _roberta_pair_model(tmp_path / "model")
+    assert (
+        json.loads((tmp_path / "model" / "tokenizer_config.json").read_text())["model_max_length"]
+        == 128
+    )
+    data = tmp_path / "pairs"
+    _pair_files(data)
     out = tmp_path / "ft"
     code, _, err = finetune_cli(
         capsys, tmp_path / "model", "classification", data, out, *FT_FLAGS, "--lr", "3e-3"

@@ -280,7 +280,8 @@ def test_fine_tuning_and_predict_with_stderr_in_a_file_write_a_few_plain_lines(
         [" ".join(WORDS[(i * 3 + j) % len(WORDS)] for j in range(6)), str(i % 2)] for i in range(80)
     ]
     write_csv(tmp_path / "data" / "train.csv", ["text", "label"], rows)
-    dev = write_csv(tmp_path / "data" / "dev.csv", ["text", "label"], rows[:16])
+    near = [[text.rsplit(" ", 1)[0], label] for text, label in rows[:16]]  # not training rows
+    dev = write_csv(tmp_path / "data" / "dev.csv", ["text", "label"], near)
     log = tmp_path / "stderr.log"
     flags = ["--batch-size", "8", "--epochs", "3", "--seeds", "1", "--max-seq-len", "32"]
     flags += ["--device", "cpu", "--lr", "3e-3"]

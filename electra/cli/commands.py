@@ -9,7 +9,6 @@ import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
-from electra.atomic import refuse_existing
 from electra.cli.flags import add_config_flags, config_flags_given, run_config_from_args
 from electra.errors import ElectraError
 
@@ -18,20 +17,21 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     from electra.atomic import atomic_dir
     from electra.data.corpus import resolve_paths
     from electra.data.tokenizer import lowercases, model_specials, save_tokenizer, train_tokenizer
+    from electra.engine.runlock import claim_output
 
     model_specials(args.model)  # a wrong kind is refused before the corpus is read
     out = Path(args.out)
-    refuse_existing(out, args.overwrite)
-    paths = resolve_paths(args.corpus)
-    tok = train_tokenizer(
-        paths,
-        args.vocab_size,
-        lowercase=args.lowercase,
-        min_frequency=args.min_frequency,
-        model=args.model,
-    )
-    with atomic_dir(out) as tmp:
-        save_tokenizer(tok, tmp, lowercase=lowercases(tok))
+    with claim_output(out, args.overwrite):  # before the corpus is read: one writer, nothing lost
+        paths = resolve_paths(args.corpus)
+        tok = train_tokenizer(
+            paths,
+            args.vocab_size,
+            lowercase=args.lowercase,
+            min_frequency=args.min_frequency,
+            model=args.model,
+        )
+        with atomic_dir(out) as tmp:
+            save_tokenizer(tok, tmp, lowercase=lowercases(tok))
     size = tok.get_vocab_size()
     print(f"{_short_vocab_note(size, args)}tokenizer with {size} tokens -> {out}")
 
@@ -85,9 +85,14 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 def cmd_pretrain(args: argparse.Namespace, extra: list[str]) -> None:
     from electra.api import pretrain
 
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise ElectraError(
+            f"--out {args.out} and --resume {args.resume} name two run folders: a resumed run "
+            "stays in its own folder; drop --out"
+        )
     cfg, given = run_config_from_args(args, extra)
     out = args.resume or args.out or f"runs/{cfg.preset}"
-    pretrain(cfg, out=out, resume=bool(args.resume), given=given)
+    pretrain(cfg, out=out, resume=bool(args.resume), given=given, overwrite=args.overwrite)
 
 
 def cmd_detect(args: argparse.Namespace) -> None:
@@ -294,7 +299,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     split = _evaluated_split(args)
     data = _data_source(args, (split,))
     results = evaluate(
-        args.model, data, split, args.out, args.task, _inference_runtime(args), _reading(args)
+        args.model,
+        data,
+        split,
+        args.out,
+        args.task,
+        _inference_runtime(args),
+        _reading(args),
+        drop_overlap=args.drop_overlap,
     )
     for line in summary_lines(results, split):
         print(line)
@@ -310,6 +322,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         args.model,
         args.inputs,
         out=args.out,
+        overwrite=args.overwrite,
         all_scores=args.all_scores,
         batch_size=args.batch_size,
         runtime=_inference_runtime(args),

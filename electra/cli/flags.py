@@ -37,12 +37,17 @@ def run_config_from_args(args: argparse.Namespace, extra: list[str]):
     (`electra.settings.run_config`, or a resumed run's `resumed_config`), and the section.field
     keys the user set. Every field has its flag (`add_config_flags`); what is left over in `extra`
     gets the did-you-mean of `electra.config.apply_overrides`."""
+    from electra.overrides import flatten, read_config_file
     from electra.settings import resumed_config, run_config
 
     overrides: dict[str, Any] = config_flags_given(args)
     overrides.update(parse_overrides(extra))
-    if args.resume:
-        return resumed_config(args.resume, overrides), set(overrides)
+    if args.resume:  # --preset and --config are settings too, checked as the others on resume
+        given = flatten(read_config_file(args.config)) if args.config else {}
+        if args.preset:
+            given["preset"] = args.preset
+        given.update(overrides)
+        return resumed_config(args.resume, given), set(given)
     return run_config(args.preset, args.config, overrides)
 
 

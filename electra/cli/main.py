@@ -135,6 +135,11 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     pt.add_argument(
         "--resume", metavar="RUN", help="continue the run in this folder from its last checkpoint"
     )
+    pt.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start a new run over an earlier run in --out (not while a process writes it)",
+    )
     add_no_progress(pt)
     small = preset("small")
     for name, section in field_types(RunConfig).items():
@@ -326,6 +331,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="your own files: the label column, where it is named otherwise than in the training "
         "file (default for a Hugging Face folder: label)",
     )
+    ev.add_argument(
+        "--drop-overlap",
+        action="store_true",
+        help="leave rows the model trained on (the same text, in any file) out of the score and "
+        "count them, instead of refusing",
+    )
     _add_inference_runtime(ev, skip=("progress",))
     ev.set_defaults(func=cmd_evaluate)
 
@@ -352,6 +363,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         "line, a pair (qa: question and context) TAB-separated",
     )
     pr.add_argument("--out", help="the JSONL file to write (default: standard output)")
+    pr.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     pr.add_argument(
         "--all-scores", action="store_true", help="every label's probability (classification)"
     )
@@ -483,6 +495,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as e:  # a read-only or full disk, a path under a file: one line, not a trace
+        from electra.cli.os_errors import os_error_line
+
+        print(f"electra: error: {os_error_line(e)}", file=sys.stderr)
+        return 2
     return 0
 
 

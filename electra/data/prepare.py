@@ -3,11 +3,13 @@ parallel, with what was read, kept and dropped counted."""
 
 from __future__ import annotations
 
+import glob
 import itertools
 import json
 import multiprocessing
 import os
 import random
+import shutil
 import signal
 import sys
 from collections import deque
@@ -19,14 +21,17 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from electra.atomic import atomic_dir
-from electra.data.corpus import ReadStats, iter_documents, resolve_paths
+from electra.data.builders import CarryingBuilder, ExampleBuilder
+from electra.data.corpus import MAX_LINE_CHARS, ReadStats, iter_documents, resolve_paths, warn_read
 from electra.data.documents import DocumentPacker, frame_rows
 from electra.data.specials import Framing, SpecialIds, check_distinct, framing
 from electra.data.store import (
+    CHECKSUM,
     FORMAT,
     MAX_SEQ_LEN,
     MIN_SEQ_LEN,
     check_int,
+    file_digest,
 )
 from electra.data.tokenizer import (
     continuation_ids,
@@ -36,6 +41,7 @@ from electra.data.tokenizer import (
     save_tokenizer,
     tokenizer_special_ids,
 )
+from electra.engine.runlock import claim_output
 from electra.errors import ElectraError
 
 # Chunks of consecutive documents are the unit of parallel work and of RNG seeding. Their
@@ -46,156 +52,8 @@ CHUNK_CHARS = 2_000_000
 MAX_DOCUMENT_CHARS = 10_000_000
 DROP_WARNING = 0.01  # warn when more than this share of the corpus's tokens is dropped
 
-Example = tuple[list[int], list[int]]  # (segment A, segment B) token ids, no specials
-
-
-class ExampleBuilder:
-    """Packs the token ids of a document's lines into examples by the official ELECTRA rules.
-
-    This is `prepare --packing official`: bit-for-bit the official builder, which cuts an example
-    at the target length and discards what overflows (a third of paragraph-per-line text).
-    `single_extra` and `pair_extra` are the ids the tokenizer frames one and two segments with
-    (BERT's 2 and 3; RoBERTa's pair has 4).
-    """
-
-    def __init__(
-        self, max_len: int, rng: random.Random, single_extra: int = 2, pair_extra: int = 3
-    ):
-        self.max_len = max_len
-        self.single_extra = single_extra
-        self.pair_extra = pair_extra
-        self.rng = rng
-        self.target = max_len
-        self.lines: list[list[int]] = []
-        self.length = 0
-        self.single_segment = 0  # examples whose 10% coin made them one segment
-        self.random_target = 0  # examples built with a randint(5, max_len) target length
-        self.tokens_read = 0
-        self.tokens_kept = 0
-
-    def add_line(self, ids: list[int]) -> list[Example]:
-        """Add one line; returns the example it completes, if any."""
-        if not ids:
-            return []
-        self.tokens_read += len(ids)
-        self.lines.append(ids)
-        self.length += len(ids)
-        if self.length >= self.target:
-            return [self._create()]
-        return []
-
-    def end_document(self) -> list[Example]:
-        """Examples never cross documents: flush whatever has accumulated."""
-        return [self._create()] if self.length else []
-
-    def _create(self) -> Example:
-        if self.rng.random() < 0.1:
-            first_target = 100_000
-            self.single_segment += 1
-        else:
-            first_target = (self.target - self.pair_extra) // 2  # less [CLS] and two [SEP]
-        first: list[int] = []
-        second: list[int] = []
-        for ids in self.lines:
-            # Same short-circuit order as the official code, so the 0.5 coin is drawn only
-            # when reached and the random stream matches it.
-            if (
-                not first
-                or len(first) + len(ids) < first_target
-                or (not second and len(first) < first_target and self.rng.random() < 0.5)
-            ):
-                first += ids
-            else:
-                second += ids
-        first = first[: self.max_len - self.single_extra]
-        second = second[: max(0, self.max_len - len(first) - self.pair_extra)]
-        self.tokens_kept += len(first) + len(second)
-        self._next_example()
-        return first, second
-
-    def _next_example(self) -> None:
-        """Counts the example just built and draws the next one's target length."""
-        self.random_target += self.target != self.max_len
-        self.lines, self.length = [], 0
-        if self.rng.random() < 0.05:
-            self.target = self.rng.randint(5, self.max_len)
-        else:
-            self.target = self.max_len
-
-
-class CarryingBuilder(ExampleBuilder):
-    """The default packing (`prepare --packing carry`): the official builder's target lengths,
-    10% single-segment and 5% random-length examples, and document boundaries, but nothing is
-    discarded. A line that does not fit the current example is cut at a word start and its rest
-    opens the next example of the same document; segment B starts at the line boundary nearest
-    the official A length, or at a word start when no line boundary is near (a long line).
-
-    A departure from the official code (docs: faithfulness notes): on paragraph-per-line text
-    the official rule drops about a third of the tokens, this one none.
-    """
-
-    def __init__(
-        self,
-        max_len: int,
-        rng: random.Random,
-        continuation: frozenset[int],
-        single_extra: int = 2,
-        pair_extra: int = 3,
-    ):
-        super().__init__(max_len, rng, single_extra, pair_extra)
-        self.continuation = continuation  # ids of word pieces that continue a word ("##ing")
-        # Drawn as an example opens, not as it closes, so a single segment fills its extra slot.
-        self.single = self.rng.random() < 0.1
-
-    def add_line(self, ids: list[int]) -> list[Example]:
-        examples = []
-        self.tokens_read += len(ids)
-        while ids:
-            room = self._capacity() - self.length
-            cut = len(ids) if len(ids) <= room else self._word_start(ids, room)
-            if cut == 0 and self.length:  # the word at hand does not fit: it opens the next one
-                examples.append(self._create())
-                continue
-            cut = cut or room  # a word longer than a whole example is cut where it must be
-            self.lines.append(ids[:cut])
-            self.length += cut
-            ids = ids[cut:]
-            if self.length >= self._capacity() or ids:
-                examples.append(self._create())
-        return examples
-
-    def _capacity(self) -> int:
-        """Word pieces the open example holds: the target less [CLS] and one [SEP] per segment
-        (at least one, should a random target be shorter than a long framing)."""
-        return max(1, self.target - (self.single_extra if self.single else self.pair_extra))
-
-    def _word_start(self, ids: list[int], at: int) -> int:
-        """The last position in 1..at where a word starts, or 0 when there is none."""
-        for i in range(at, 0, -1):
-            if ids[i] not in self.continuation:
-                return i
-        return 0
-
-    def _create(self) -> Example:
-        tokens = [i for line in self.lines for i in line]
-        self.single_segment += self.single
-        cut = 0 if self.single or len(tokens) < 2 else self._segment_cut(tokens)
-        self.tokens_kept += len(tokens)
-        self._next_example()
-        self.single = self.rng.random() < 0.1
-        return (tokens[:cut], tokens[cut:]) if cut else (tokens, [])
-
-    def _segment_cut(self, tokens: list[int]) -> int:
-        """Where B starts: the official A length, moved to the nearest line boundary within half
-        of it, else to a word start; both segments keep at least one token."""
-        want = max(1, (self.target - self.pair_extra) // 2)
-        boundaries = list(itertools.accumulate(len(line) for line in self.lines))[:-1]
-        if boundaries:
-            nearest = min(boundaries, key=lambda b: abs(b - want))
-            if abs(nearest - want) <= want // 2:
-                return nearest
-        want = min(want, len(tokens) - 1)
-        return self._word_start(tokens, want) or want
+# The builders live in their own module; `prepare` and its tests name them from here.
+__all__ = ["CarryingBuilder", "ExampleBuilder", "prepare"]
 
 
 PACKINGS = ("carry", "official", "documents")
@@ -277,13 +135,40 @@ def _frame(f: Framing, first: list[int], second: list[int]) -> tuple[list[int], 
 _worker_state: tuple[Tokenizer, _PackSettings] | None = None
 
 
-def _init_worker(tokenizer_json: str, settings: _PackSettings) -> None:
+def _init_worker(tokenizer_json: str, settings: _PackSettings, parent: int) -> None:
     global _worker_state
     # The pool is the parallelism; a Rust thread pool in each worker would only compete.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     # Ctrl-C is handled by the parent, which terminates the pool and cleans up.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _end_with_parent(parent)
     _worker_state = (Tokenizer.from_str(tokenizer_json), settings)
+
+
+def _end_with_parent(parent: int) -> None:
+    """A worker whose parent is killed ends at once and quietly, rather than finishing its chunk
+    and printing a BrokenPipeError traceback as it sends the result to no one: on Linux the
+    kernel sends it SIGTERM (whose default ends it without a word) when the parent dies;
+    elsewhere a thread watches for the parent's end."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, signal.SIGTERM, 0, 0, 0) == 0:  # PR_SET_PDEATHSIG
+            if os.getppid() != parent:  # it died before the call took effect
+                os._exit(0)
+            return
+    except (OSError, AttributeError):
+        pass
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _pack_in_worker(index: int, docs: list[list[str]]) -> _Chunk:
@@ -323,7 +208,7 @@ def _pack_all(
         return
     # spawn: forking a process that may hold threads (torch, tokenizers) can deadlock.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, _init_worker, (tok.to_str(), settings)) as pool:
+    with context.Pool(workers, _init_worker, (tok.to_str(), settings, os.getpid())) as pool:
         pending: deque = deque()
         for index, chunk in enumerate(chunks):
             pending.append(pool.apply_async(_pack_in_worker, (index, chunk)))
@@ -377,6 +262,12 @@ class _ShardWriter:
             np.save(self.folder / f"{name}.doc.npy", documents[:n])
             shard["documents"] = f"{name}.doc.npy"
             self.documents = [documents[n:]]
+        # Read back from the page cache: the digest is of the bytes on disk, checked at open.
+        shard[CHECKSUM] = {
+            role: file_digest(self.folder / shard[role])
+            for role in ("ids", "lengths", "documents")
+            if role in shard
+        }
         self.shards.append(shard)
         self.num_examples += n
         self.num_tokens += int(lengths[:n, 1].sum(dtype=np.int64))
@@ -416,7 +307,9 @@ def prepare(
     settings = _pack_settings(tok, special, seq_len, seed, packing, str(tokenizer_path))
 
     stats = ReadStats()
-    with atomic_dir(out_dir, tag=f"tmp-{os.getpid()}") as tmp:
+    # One writer per folder (a second `prepare` into it is refused), the existing one kept
+    # unless `overwrite`: checked again under the lock (`claim_output`).
+    with claim_output(out_dir, overwrite), atomic_dir(out_dir, tag=_temporary_tag(out_dir)) as tmp:
         writer = _pack_corpus(tmp, paths, tok, settings, shard_size, workers, stats)
         meta = _meta(tok, special, settings, writer, stats, corpus)
         save_tokenizer(tok, tmp / "tokenizer", lowercase=lowercases(tok), special=special)
@@ -433,10 +326,26 @@ def prepare(
         "files": stats.files,
         "documents": stats.documents,
         "bad_utf8_lines": stats.bad_utf8_lines,
-        "truncated_lines": stats.truncated_lines,
+        "long_lines": stats.long_lines,
+        "skipped_records": stats.skipped_records,
         "text_tokens": meta["text_tokens"],
         "documents_per_row": meta["builder"].get("documents_per_row"),
     }
+
+
+def _temporary_tag(out_dir: Path) -> str:
+    """The tag of this prepare's temporary folder beside `out_dir`, once the folders that killed
+    prepares into it left there are removed (said on stderr). Called holding the output's lock,
+    so no other prepare is writing one."""
+    for stale in sorted(out_dir.parent.glob(f".{glob.escape(out_dir.name)}.tmp-*")):
+        if stale.is_dir() and stale.name != f".{out_dir.name}.tmp-{os.getpid()}":
+            shutil.rmtree(stale, ignore_errors=True)
+            print(
+                f"note: removed {stale}, the unfinished output of an earlier prepare that was "
+                "stopped",
+                file=sys.stderr,
+            )
+    return f"tmp-{os.getpid()}"
 
 
 def _check_prepare_args(
@@ -554,12 +463,7 @@ def _text_tokens(counts: dict[str, int]) -> dict[str, int]:
 
 
 def _warn_losses(stats: ReadStats, tokens: dict[str, int], packing: str) -> None:
-    for count, what in (
-        (stats.bad_utf8_lines, "had invalid UTF-8 (decoded with U+FFFD)"),
-        (stats.truncated_lines, "were longer than the line limit and cut"),
-    ):
-        if count:
-            print(f"warning: {count} corpus lines {what}", file=sys.stderr)
+    warn_read(stats, MAX_LINE_CHARS)
     if tokens["dropped"] > DROP_WARNING * tokens["read"]:
         why = (
             "the official packing cuts each example at the target length and discards the rest; "

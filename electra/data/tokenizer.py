@@ -26,7 +26,7 @@ from tokenizers import (
 )
 from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
 
-from electra.data.corpus import iter_documents
+from electra.data.corpus import ReadStats, iter_documents, warn_read
 
 # SpecialIds is re-exported: the objectives and tasks import it from here.
 from electra.data.specials import (
@@ -241,14 +241,18 @@ def _train_on(tok: Tokenizer, trainer, paths: list[Path]) -> None:
 
 
 def _line_batches(paths: list[Path]) -> Iterator[list[str]]:
+    """The corpus's lines (a long one in pieces: `iter_documents`), a batch at a time; what the
+    reading changed or skipped is said at the end, as `prepare` says it."""
     batch: list[str] = []
-    for doc in iter_documents(paths):
+    stats = ReadStats()
+    for doc in iter_documents(paths, stats):
         batch.extend(doc)
         if len(batch) >= _TRAIN_BATCH_LINES:
             yield batch
             batch = []
     if batch:
         yield batch
+    warn_read(stats)
 
 
 def load_tokenizer(path: Path | str) -> Tokenizer:

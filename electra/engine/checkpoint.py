@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -94,9 +95,24 @@ def _canonical_names(model: nn.Module) -> dict[str, str]:
     return {n: min(names) for names in by_tensor.values() for n in names}
 
 
+class WriteFailed(Exception):
+    """torch.save or safetensors' save_file failed writing a file: neither raises OSError (a
+    full disk makes torch.save raise RuntimeError, "PytorchStreamWriter failed writing file")."""
+
+
+def _written(write: Any, *args: Any) -> None:
+    """`write(*args)`, its failure to write raised as `WriteFailed` with its first sentence (torch
+    prefixes its own "[enforce fail at inline_container.cc:N] . ")."""
+    try:
+        write(*args)
+    except (RuntimeError, SafetensorError) as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WriteFailed(re.sub(r"^\[enforce fail at [^\]]*\]\s*\.?\s*", "", text)) from e
+
+
 def _write_files(tmp: Path, weights: dict, state: dict, cfg: RunConfig) -> None:
-    save_file(weights, str(tmp / "model.safetensors"))
-    torch.save(state, tmp / "state.pt")
+    _written(save_file, weights, str(tmp / "model.safetensors"))
+    _written(torch.save, state, tmp / "state.pt")
     cfg.save(tmp / "config.json")
     sums = {}
     for name in FILES:
@@ -134,9 +150,9 @@ def save_checkpoint(
             # Files and folder flushed to disk before the rename, the rename after it.
             with atomic_dir(final, fsync=True) as tmp:
                 _write_files(tmp, weights, state, cfg)
-        except OSError as e:
+        except (OSError, WriteFailed) as e:
             previous = latest_complete(run_dir)
-            error = f"cannot write checkpoint {final} ({e.strerror or e}); " + (
+            error = f"cannot write checkpoint {final} ({_reason(e, root)}); " + (
                 f"the last complete checkpoint, {previous.name}, is intact: free space, "
                 f"then continue with `electra pretrain --resume {run_dir}`"
                 if previous
@@ -149,6 +165,18 @@ def save_checkpoint(
     if any_rank(bool(error), next(model.parameters()).device):
         raise ElectraError(error or "rank 0 could not write a checkpoint: see its error")
     return final
+
+
+def _reason(error: OSError | WriteFailed, root: Path) -> str:
+    """Why a checkpoint could not be written, as the user can act on it: a writer's failure on a
+    disk with no room left is that."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    try:
+        full = shutil.disk_usage(root).free < 1 << 20
+    except OSError:
+        full = False
+    return "No space left on device" if full else str(error)
 
 
 def load_checkpoint(

@@ -1,4 +1,6 @@
-"""One writer per run folder: RUN/.lock, held with an advisory `flock` and holding the pid.
+"""One writer per output: a run folder's RUN/.lock (`RunLock`), and the hidden `.NAME.lock`
+beside any other output, file or folder (`OutputLock`, taken by `claim_output`), each held with an
+advisory `flock` and holding its holder's pid and host.
 
 The kernel releases the lock when its holder dies, however it dies, so a run killed with SIGKILL
 never leaves a stale lock behind, and a restarted or resumed run takes it at once.
@@ -6,11 +8,15 @@ never leaves a stale lock behind, and a restarted or resumed run takes it at onc
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from electra.atomic import refuse_existing
 from electra.errors import ElectraError
 
 LOCK_FILE = ".lock"
@@ -61,3 +67,100 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class OutputLock(RunLock):
+    """The lock of one output (a file, or a folder that `electra.atomic.atomic_dir` replaces
+    whole): the hidden sibling `.NAME.lock`, outside the output so that replacing it keeps the
+    lock. The file is removed on release, so outputs are not left with litter beside them; a
+    taker checks, once it holds the lock, that the file it locked is still the one at the path
+    (a holder may have removed it meanwhile), else takes the new one."""
+
+    def __init__(self, out: str | Path):
+        out = Path(out)
+        self.out = out
+        self.path = out.with_name(f".{out.name}.lock")
+        self.fd = None
+
+    def try_acquire(self, wait: bool = False) -> bool:
+        """Takes the lock, or returns False where another process holds it; with `wait`, waits
+        for it (for a moment's work under the lock, as writing a results table)."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # removed by the holder that released it: lock the new one
+        self.fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        except OSError:  # a full disk: no lock file is left behind
+            self.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)  # while still held: see `try_acquire`
+        super().release()
+
+
+@contextmanager
+def claim_output(
+    out: str | Path | None, overwrite: bool = False, wait: bool = False
+) -> Iterator[Path | None]:
+    """Holds `out` for one writer while the block runs: another process writing it is refused
+    ("OUT is being written by pid N on HOST: ..."), or waited for with `wait`; an existing output
+    (a file, or a folder with anything in it) is refused unless `overwrite`. The output's missing
+    parent folders are made (the lock lives beside it), and removed again where the block fails
+    and leaves them empty. An OSError making them or the lock names `out`. None (standard
+    output) claims nothing."""
+    if out is None:
+        yield None
+        return
+    out = Path(out)
+    made = _make_parents(out)
+    lock = OutputLock(out)
+    try:
+        try:
+            taken = lock.try_acquire(wait)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(out)) from None
+        if not taken:
+            raise ElectraError(
+                f"{out} is being written by {lock.holder()}: wait for it, stop it, or choose "
+                "another --out"
+            )
+        with lock:
+            if out.is_file() or out.is_symlink() or (out.is_dir() and any(out.iterdir())):
+                refuse_existing(out, overwrite)
+            yield out
+    except BaseException:
+        for folder in made:  # deepest first; one that is not empty stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _make_parents(out: Path) -> list[Path]:
+    """Makes `out`'s missing parent folders; returns those it made, deepest first."""
+    missing = [p for p in out.parents if not p.exists()]
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():  # mkdir would say "File exists"
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(above))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, e.filename or str(out.parent)) from None
+    return missing

@@ -29,12 +29,7 @@ from torch.distributed.tensor import DTensor
 from electra.config import RunConfig, with_architecture_of
 from electra.data.store import BatchStream, PretrainingData
 from electra.data.tokenizer import fingerprint, load_tokenizer
-from electra.engine.checkpoint import (
-    checkpoint_dirs,
-    latest_complete,
-    load_checkpoint,
-    save_checkpoint,
-)
+from electra.engine.checkpoint import load_checkpoint, save_checkpoint
 from electra.engine.distributed import (
     World,
     any_rank,
@@ -47,14 +42,21 @@ from electra.engine.distributed import (
 from electra.engine.graphs import check_graphable
 from electra.engine.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
 from electra.engine.progress import Progress, progress_bar
-from electra.engine.runlock import LOCK_FILE, RunLock
+from electra.engine.run_folder import (
+    check_new_folder,
+    clear_for_overwrite,
+    drop_metrics_after,
+    remove_leftovers,
+    resume_point,
+)
+from electra.engine.runlock import RunLock
 from electra.engine.runtime import (
     Runtime,
     to_device,
     train_step_function,
 )
 from electra.engine.step import Window
-from electra.engine.tracking import RunLogger, read_metrics
+from electra.engine.tracking import RunLogger
 from electra.errors import ElectraError
 from electra.hf.pretrained import (
     load_pair_weights,
@@ -62,7 +64,6 @@ from electra.hf.pretrained import (
     pair_tokenizer_dir,
     save_pretrained,
 )
-from electra.jsonl import write_jsonl
 from electra.model.electra import count_parameters, format_count
 from electra.model.registry import FAMILIES, encoder_of
 from electra.objectives import Objective, build_objective, check_objective
@@ -212,7 +213,11 @@ def micro_batch_seed(seed: int, step: int, index: int) -> int:
 
 
 def pretrain(
-    cfg: RunConfig, run_dir: str | Path, resume: bool = False, convention: str | None = None
+    cfg: RunConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    convention: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator.
 
@@ -220,14 +225,16 @@ def pretrain(
     (`train.parallel`: ddp or fsdp); rank 0 alone writes. A worker that torchrun restarts after a
     failure resumes from the run's last complete checkpoint. `convention` is the FLOP convention
     the run prints and logs `train_flops` in (default: its own, `logged_convention`); `electra
-    experiment` gives its budget's, so that every arm counts on one scale."""
+    experiment` gives its budget's, so that every arm counts on one scale. `overwrite` starts
+    a new run over an earlier one in `run_dir`."""
     run_dir = Path(run_dir)
     world = world_from_env()
     runtime = Runtime.from_config(cfg.train, place=functools.partial(init_process_group, world))
     try:
         with contextlib.ExitStack() as cleanup:
-            resume = resume or restarted_by_torchrun()
-            return _pretrain(cfg, run_dir, resume, world, runtime, cleanup, convention)
+            if restarted_by_torchrun():  # with the same flags: it continues, never starts over
+                resume, overwrite = True, False
+            return _pretrain(cfg, run_dir, resume, world, runtime, cleanup, convention, overwrite)
     finally:
         close_process_group()
 
@@ -240,6 +247,7 @@ def _pretrain(
     runtime: Runtime,
     cleanup: contextlib.ExitStack,
     convention: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Resolve the config, build, fit, finish: each input is checked before the folder is written."""
     if not cfg.data.path:
@@ -247,12 +255,15 @@ def _pretrain(
             "no data folder: pass --data DIR (a folder written by `electra prepare`)"
         )
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
-    cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data)
+    cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data, overwrite)
     run = build(cfg, run_dir, data, latest, init_from_pair, world, runtime)
     run.convention = convention or run.convention
     if world.is_main:
         # Every input checked: from here on this run writes the folder, and only this run.
         cleanup.enter_context(RunLock(run_dir))
+        if overwrite:
+            clear_for_overwrite(run_dir)
+        remove_leftovers(run_dir)  # held: no live process writes them
         open_run_dir(run, fresh=latest is None)
     failure = fit(run)
     finish(run, failure)
@@ -260,30 +271,25 @@ def _pretrain(
 
 
 def resolve_run(
-    cfg: RunConfig, run_dir: Path, resume: bool, data: PretrainingData
+    cfg: RunConfig, run_dir: Path, resume: bool, data: PretrainingData, overwrite: bool = False
 ) -> tuple[RunConfig, Path | None, bool]:
     """The config this run trains with, the checkpoint it resumes from (None: it starts afresh) and
-    whether it starts from a pretrained pair (`train.init_from`). It writes nothing: it refuses a
-    resume without a checkpoint, a new run into a used folder and data of another tokenizer, and
-    fits the config to the data (a resumed run takes its checkpoint's architecture, a pair's run
-    the pair's)."""
+    whether it starts from a pretrained pair (`train.init_from`). It writes nothing: a resumed run
+    keeps its saved settings but those that may change (`electra.engine.run_folder`), a new run
+    needs a free folder (or `overwrite`), the data must be of the run's tokenizer; and it fits
+    the config to the data (a resumed run takes its checkpoint's architecture, a pair's run the
+    pair's)."""
     latest = None
+    if resume and overwrite:
+        raise ElectraError(
+            "--resume continues a run and --overwrite starts it again: choose one of them"
+        )
     if resume:
-        latest = latest_complete(run_dir)
-        if latest is None and not restarted_by_torchrun():
-            have = "only incomplete checkpoints" if checkpoint_dirs(run_dir) else "no checkpoint"
-            raise ElectraError(f"{run_dir} has {have} to resume from: start it without --resume")
+        cfg, latest = resume_point(cfg, run_dir, data)
+    else:
+        check_new_folder(run_dir, overwrite, cfg)
     if latest is not None:
         cfg = with_architecture_of(cfg, RunConfig.load(latest / "config.json"))
-        if fingerprint(load_tokenizer(run_dir / "tokenizer")) != data.meta["tokenizer_fingerprint"]:
-            raise ElectraError(
-                f"the data in {cfg.data.path} was tokenized with another vocabulary than run {run_dir}: "
-                "resume with data prepared with the run's tokenizer (RUN/tokenizer)"
-            )
-    elif not resume and run_dir.exists() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
-        raise ElectraError(
-            f"run folder {run_dir} already exists: continue it with --resume {run_dir} or choose another --out"
-        )
     init_from_pair = bool(cfg.train.init_from) and latest is None
     if init_from_pair:
         cfg = configure_from_pair(cfg, data)
@@ -582,15 +588,6 @@ def final_models(
     copy = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
     copy.load_state_dict(full)
     return copy.models()
-
-
-def drop_metrics_after(run_dir: Path, step: int) -> None:
-    """Removes the metrics a killed run logged after the checkpoint it resumes from, so that
-    RUN/metrics.jsonl holds each step once."""
-    rows = read_metrics(run_dir)
-    kept = [r for r in rows if r.get("step", 0) <= step]
-    if len(kept) < len(rows):
-        write_jsonl(Path(run_dir) / "metrics.jsonl", kept)
 
 
 def _postfix(record: dict[str, Any], objective_shown: dict[str, str]) -> dict[str, str]:

@@ -46,6 +46,9 @@ class FinetuneConfig(OptimConfig, RuntimeConfig):
     # of the training file's examples, drawn with `seed`, is held out of training and scored as
     # dev (e.g. 0.1); unset, such data is refused rather than scored on its own training rows.
     dev_split: float | None = None
+    # A dev or test row whose text is a training row's is left out of the score and counted,
+    # instead of refusing the run (electra.finetuning.overlap)
+    drop_overlap: bool = False
     # The same architecture from random weights (the no-pretraining baseline).
     random_init: bool = False
     # Training batches of GLUE tasks packed several examples to a row (electra.finetuning.packing): the same
@@ -151,13 +154,20 @@ LAYERWISE_DECAY = {"small": 0.8, "base": 0.8, "large": 0.9}
 def resolve_recipe(
     cfg: FinetuneConfig, model: AnyModelConfig, epochs: int, max_seq_len: int
 ) -> FinetuneConfig:
-    """Fills the unset (None) fields from the model's size and the task's defaults (the length
-    at most the model's positions: 512 for electra's presets, 8192 for the modern family's)."""
+    """Fills the unset (None) fields from the model's size and the task's defaults. An unset
+    length is the task's, at most the model's positions (512 for electra's presets, 8192 for the
+    modern family's); a length given past them is refused, not cut to them."""
     size = model_size(model)
+    limit = model.max_position_embeddings
+    if cfg.max_seq_len is not None and cfg.max_seq_len > limit:
+        raise ElectraError(
+            f"max_seq_len={cfg.max_seq_len} is longer than the model's {limit} positions "
+            f"(max_position_embeddings in its config.json): pass --max-seq-len {limit} or less"
+        )
     return replace(
         cfg,
         lr=cfg.lr or FINETUNE_LR[size],
         layerwise_lr_decay=cfg.layerwise_lr_decay or LAYERWISE_DECAY[size],
         epochs=cfg.epochs or epochs,
-        max_seq_len=min(cfg.max_seq_len or max_seq_len, model.max_position_embeddings),
+        max_seq_len=cfg.max_seq_len or min(max_seq_len, limit),
     )

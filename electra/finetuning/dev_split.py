@@ -1,11 +1,13 @@
 """A dev split held out of the training file (`--dev-split`), and the guard that keeps every score
 off the rows a model trained on (docs/finetuning.md §One file).
 
-A user with one file gets what `train_test_split` gives: a seeded fraction of its examples held out
-of training and scored as dev. The rows held out are saved with the run and with each model, so
-that `finetune --resume` and `evaluate` see the same ones, and a training file that changed since
-is refused rather than silently split anew. Data with no dev split and no `--dev-split` is refused,
-naming the flags: a score on training rows looks like a result and is not one.
+A user with one file gets what `GroupShuffleSplit` gives: a seeded fraction of its distinct rows
+held out of training and scored as dev, every copy of a row (the same text,
+`electra.finetuning.overlap`) on the same side, so that no dev row is also a training row. The
+rows held out are saved with the run and with each model, so that `finetune --resume` and
+`evaluate` see the same ones, and a training file that changed since is refused rather than
+silently split anew. Data with no dev split and no `--dev-split` is refused, naming the flags: a
+score on training rows looks like a result and is not one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from electra.errors import ElectraError
+from electra.finetuning.overlap import same_rows
 
 SPLIT_FILE = "dev_split.json"  # in a finetune --out folder, beside results.json
 
@@ -33,6 +38,7 @@ class HeldOut:
     seed: int
     examples: int  # what the file held
     dev: tuple[int, ...]  # positions of the held-out examples, ascending
+    duplicates: int = 0  # examples that repeat an earlier one's text, kept on its side
 
     def split(self, examples: list) -> tuple[list, list]:
         """(training examples, dev examples) of `examples`, read from a file whose SHA-256 the
@@ -47,9 +53,14 @@ class HeldOut:
         return train, [examples[i] for i in self.dev]
 
     def describe(self) -> str:
+        copies = (
+            f"; {self.duplicates} repeat another's text, each kept on its side"
+            if self.duplicates
+            else ""
+        )
         return (
             f"{len(self.dev)} of the {self.examples} examples of {self.file} held out as dev "
-            f"(--dev-split {self.fraction:g}, seed {self.seed}); training on the other "
+            f"(--dev-split {self.fraction:g}, seed {self.seed}{copies}); training on the other "
             f"{self.examples - len(self.dev)}"
         )
 
@@ -61,17 +72,29 @@ class HeldOut:
         return cls(**{**value, "dev": tuple(value["dev"])})
 
 
-def draw(path: Path, sha256: str, examples: int, fraction: float, seed: int) -> HeldOut:
-    """A seeded `fraction` of the examples of a file (whose SHA-256 is `sha256`): at least one,
-    and at least one left to train on."""
-    if examples < 2:
+def draw(path: Path, sha256: str, keys: np.ndarray, fraction: float, seed: int) -> HeldOut:
+    """A seeded `fraction` of the distinct rows of a file (whose SHA-256 is `sha256` and whose
+    examples' keys are `keys`, `electra.finetuning.overlap.row_keys`), each with all its copies:
+    a fraction that holds out none, or all, is refused rather than rounded to one."""
+    groups = same_rows(keys)
+    n, distinct = len(keys), len(groups)
+    if distinct < 2:
+        what = f"{n} example" + ("s, all with one text" if n > 1 else "")
         raise ElectraError(
-            f"{path} holds {examples} example: --dev-split needs two at least (one to train "
+            f"{path} holds {what}: --dev-split needs two different ones at least (one to train "
             "on, one to score): add examples, or pass a --dev FILE"
         )
-    k = min(examples - 1, max(1, round(examples * fraction)))
-    dev = sorted(random.Random(seed).sample(range(examples), k))
-    return HeldOut(str(path), sha256, fraction, seed, examples, tuple(dev))
+    k = round(distinct * fraction)
+    if not 1 <= k < distinct:
+        bound = f"at least {1 / distinct:.3g}" if k < 1 else f"at most {1 - 1 / distinct:.3g}"
+        side = "none as dev" if k < 1 else "none to train on"
+        raise ElectraError(
+            f"--dev-split {fraction:g} of the {distinct} different examples of {path} leaves "
+            f"{side}: pass a fraction {bound}, or a --dev FILE"
+        )
+    # Without copies this is the draw of positions it always was: the same rows for a seed.
+    dev = sorted(i for g in random.Random(seed).sample(range(distinct), k) for i in groups[g])
+    return HeldOut(str(path), sha256, fraction, seed, n, tuple(dev), n - distinct)
 
 
 def file_sha256(path: str | Path) -> str:

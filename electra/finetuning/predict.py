@@ -21,19 +21,20 @@ reading of the inputs (`Task.from_lines`, `Task.read_inputs`), chunks and batchi
 
 from __future__ import annotations
 
-import io
+import codecs
 import itertools
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import tokenizers
 from torch import nn
 
 from electra.config import InferenceRuntime
 from electra.engine.progress import progress_bar
+from electra.engine.runlock import claim_output
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
@@ -47,6 +48,15 @@ STDIN = "-"
 CHUNK = 4096
 # How errors name the inputs of a Python call (counted from 1, as lines).
 INPUTS = "the inputs"
+# Characters of a line of standard input read at most, per token of the model's length: English
+# averages under 5 a word piece, so the model's tokens are read whole with room to spare, and a
+# 50 MB line costs what a short one does. A task that reads long texts in windows (qa) reads its
+# context up to WINDOWED_LINE_CHARS. The rest of a longer line is skipped unread, and counted.
+LINE_CHARS_PER_TOKEN = 64
+WINDOWED_LINE_CHARS = 1_000_000
+LINE_CHARS = WINDOWED_LINE_CHARS  # where the model's length is not known
+_SKIP_BYTES = 1 << 20  # bytes read at a time while skipping the rest of a long line
+_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))  # UTF-8's non-first bytes: not characters
 
 Text = str | tuple[str, str] | None
 
@@ -174,14 +184,20 @@ def input_lines(inputs: Sequence[Text]) -> list[str]:
 
 
 def input_chunks(
-    task: Task, name: str, stdin: TextIO | None = None
+    task: Task,
+    name: str,
+    stdin: TextIO | None = None,
+    line_chars: int | None = None,
+    cuts: LineCuts | None = None,
 ) -> Iterator[tuple[int, list[Any], int | None]]:
     """(position of the first, examples, the input's count where known) of one input, `CHUNK`
     inputs at a time: `-` read from standard input line by line (`Task.from_lines`; count
-    unknown), a file read whole by the task first (`Task.read_inputs`: SQuAD's JSON and CoNLL's
-    sentences need the whole file). An input with none is an error."""
+    unknown), each line read up to `line_chars` characters and the rest of it skipped unread
+    (counted in `cuts`), a file read whole by the task first (`Task.read_inputs`: SQuAD's JSON
+    and CoNLL's sentences need the whole file). An input with none is an error."""
     if name == STDIN:
-        lines = _utf8_lines(stdin or sys.stdin)
+        cuts = cuts if cuts is not None else LineCuts()
+        lines = _utf8_lines(stdin or sys.stdin, line_chars or LINE_CHARS, cuts)
         position = 0
         while chunk := list(itertools.islice(lines, CHUNK)):
             yield position, task.from_lines(chunk, "standard input", first=position + 1), None
@@ -198,19 +214,90 @@ def input_chunks(
         yield start, examples[start : start + CHUNK], len(examples)
 
 
-def _utf8_lines(stream: TextIO) -> Iterator[str]:
+def line_chars(task: Task, max_len: int) -> int:
+    """The characters of a line of standard input that a model of `max_len` tokens can use, at
+    most: `LINE_CHARS_PER_TOKEN` per token, or for a task that reads long texts in windows (qa)
+    `WINDOWED_LINE_CHARS`."""
+    if task.family == "qa":
+        return WINDOWED_LINE_CHARS
+    return LINE_CHARS_PER_TOKEN * max_len
+
+
+@dataclass
+class LineCuts:
+    """Lines of standard input longer than what the model can use, and the characters of them
+    that were never read."""
+
+    lines: int = 0
+    chars: int = 0
+    limit: int = 0  # the characters read of a line, at most
+
+
+def _utf8_lines(stream: Any, limit: int, cuts: LineCuts) -> Iterator[str]:
     """Lines of standard input decoded as UTF-8 (whatever the locale), one error naming the line
-    where a byte is not."""
+    where a byte is not. A line is read `limit` characters at most (`readline` with a size, so a
+    50 MB line is never held whole); the rest of it is skipped in pieces and counted in `cuts`."""
+    cuts.limit = limit
     if hasattr(stream, "buffer"):
-        stream = io.TextIOWrapper(stream.buffer, encoding="utf-8-sig", newline="")
-    number = 0
-    try:
-        for number, line in enumerate(stream, start=1):  # noqa: B007 (read in the except)
-            yield line
-    except UnicodeDecodeError as e:
-        raise ElectraError(
-            f"standard input, line {number + 1}: not UTF-8 text ({e.reason}): save it as UTF-8"
-        ) from None
+        yield from _binary_lines(stream.buffer, limit, cuts)
+    elif hasattr(stream, "readline"):  # a text stream (a StringIO), read in pieces
+        yield from _text_lines(iter(lambda: stream.readline(limit), ""), limit, cuts, True)
+    else:  # any iterable of whole lines, already in memory
+        yield from _text_lines(iter(stream), limit, cuts, False)
+
+
+def _binary_lines(stream: BinaryIO, limit: int, cuts: LineCuts) -> Iterator[str]:
+    """Each line decoded on its own (a decoder reading ahead would name a later line), its first
+    `limit` characters: 4 bytes a character at most in UTF-8, so `4 * limit` bytes hold them."""
+    for number in itertools.count(1):
+        raw = stream.readline(4 * limit)
+        if not raw:
+            return
+        whole = raw.endswith(b"\n") or len(raw) < 4 * limit
+        rest = 0 if whole else _skip_rest(stream)
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
+        try:  # a cut line may end inside a character: final=False leaves its bytes out
+            line, used = codecs.utf_8_decode(raw, "strict", whole)
+        except UnicodeDecodeError as e:
+            raise ElectraError(
+                f"standard input, line {number}: not UTF-8 text ({e.reason} at byte {e.start} "
+                "of the line): save it as UTF-8"
+            ) from None
+        yield _count_cut(line, limit, rest + (used < len(raw)), cuts)
+
+
+def _skip_rest(stream: BinaryIO) -> int:
+    """Reads the rest of a line in pieces of `_SKIP_BYTES`, keeping none; its characters."""
+    chars = 0
+    while piece := stream.readline(_SKIP_BYTES):
+        chars += len(piece.translate(None, _CONTINUATION_BYTES)) - piece.endswith(b"\n")
+        if piece.endswith(b"\n"):
+            break
+    return chars
+
+
+def _text_lines(lines: Iterator[str], limit: int, cuts: LineCuts, pieces: bool) -> Iterator[str]:
+    """Lines of a text stream, as `_binary_lines` cuts them; read in `pieces` of `limit`
+    characters, a piece without its end of line is the start of a long one, whose rest is
+    skipped."""
+    for line in lines:
+        rest = 0
+        if pieces and len(line) >= limit and not line.endswith("\n"):
+            for piece in lines:
+                rest += len(piece) - piece.endswith("\n")
+                if piece.endswith("\n") or len(piece) < limit:
+                    break
+        yield _count_cut(line, limit, rest, cuts)
+
+
+def _count_cut(line: str, limit: int, rest: int, cuts: LineCuts) -> str:
+    """`line` cut to `limit` characters, counted in `cuts` with the `rest` of it not read."""
+    rest += max(0, len(line.rstrip("\r\n")) - limit)
+    if rest:
+        cuts.lines += 1
+        cuts.chars += rest
+    return line[:limit]
 
 
 @dataclass
@@ -220,8 +307,22 @@ class _Tally:
     cut: int = 0
     empty: int = 0
     total: int = 0
+    lines: LineCuts = field(default_factory=LineCuts)  # of standard input, cut as read
 
     def notes(self, predictor: Predictor) -> None:
+        if self.lines.lines:
+            lines, max_len = self.lines, predictor.cfg.max_seq_len
+            why = (
+                "the most of a context read in windows"
+                if predictor.task.family == "qa"
+                else f"more than the model's {max_len} tokens hold"
+            )
+            print(
+                f"warning: {lines.lines} of {self.total} input lines were longer than "
+                f"{lines.limit:,} characters ({why}): the rest of each was not read "
+                f"({lines.chars:,} characters)",
+                file=sys.stderr,
+            )
         if self.cut:
             note = predictor.task.truncation_note(predictor.cfg.max_seq_len)
             print(f"warning: {self.cut} of {self.total} inputs {note}", file=sys.stderr)
@@ -263,7 +364,9 @@ def input_records(
     for name in inputs:
         progress = predictor.cfg.progress and name != STDIN
         bar = None  # made once the input's count is known: a file is read first
-        for first, chunk, count in input_chunks(predictor.task, name, stdin):
+        limit = line_chars(predictor.task, predictor.cfg.max_seq_len)
+        chunks = input_chunks(predictor.task, name, stdin, limit, tally.lines)
+        for first, chunk, count in chunks:
             if bar is None:  # (a tqdm without a total has no truth value)
                 bar = progress_bar(count, f"predict {name}", enabled=progress, unit="row")
             rows, cut = predictor.records(
@@ -285,17 +388,20 @@ def predict_inputs(
     runtime: InferenceRuntime | None = None,
     stdin: TextIO | None = None,
     reading: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> int:
     """`electra predict`: writes the records of every input to `out` (atomically) or to standard
     output (flushed chunk by chunk) when `out` is None; returns how many. With several inputs,
     each record names its input (`source`). Truncations and blank inputs are said once on
-    stderr."""
+    stderr. An existing `out` is replaced only with `overwrite`, and never while another
+    process writes it (`claim_output`)."""
     check_inputs(inputs, batch_size)
-    predictor = Predictor.load(model_path, runtime, reading)
-    tally = _Tally()
-    with jsonl_writer(out) as write:
-        for records in input_records(predictor, inputs, tally, all_scores, batch_size, stdin):
-            write(records)
+    with claim_output(out, overwrite):
+        predictor = Predictor.load(model_path, runtime, reading)
+        tally = _Tally()
+        with jsonl_writer(out) as write:
+            for records in input_records(predictor, inputs, tally, all_scores, batch_size, stdin):
+                write(records)
     tally.notes(predictor)
     return tally.total
 
@@ -308,10 +414,12 @@ def predict(
     batch_size: int | None = None,
     runtime: InferenceRuntime | None = None,
     reading: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> list[dict]:
     """`electra predict` from Python: the records of `inputs`, also written to `out` as JSONL
-    (atomically) when given. `model` is a fine-tuned model folder (as `--model`) or a loaded
-    `Predictor` (then `runtime` and `reading` are its own: give them to `Predictor.load`).
+    (atomically) when given (an existing `out` only with `overwrite`). `model` is a fine-tuned
+    model folder (as `--model`) or a loaded `Predictor` (then `runtime` and `reading` are its
+    own: give them to `Predictor.load`).
     `inputs` is a file in the task's format (a path, as `electra predict FILE`) or a list of
     texts or pairs (as `Predictor.__call__`, the lines of `electra predict -`). Truncations and
     blank inputs are said once on stderr, as the command says them."""
@@ -324,16 +432,18 @@ def predict(
     else:  # a bad input is refused before the model loads
         check_batch_size(batch_size)
         lines = input_lines(inputs)
-    predictor = model if isinstance(model, Predictor) else Predictor.load(model, runtime, reading)
-    tally = _Tally()
-    if isinstance(inputs, str | Path):
-        chunks = input_records(predictor, [str(inputs)], tally, all_scores, batch_size)
-        records = [r for chunk in chunks for r in chunk]
-    else:
-        records = predictor(lines, all_scores, batch_size)
-        tally = _Tally(predictor.truncated, sum(not x.strip() for x in lines), len(lines))
-    if out is not None:
-        with jsonl_writer(out) as write:
-            write(records)
+    with claim_output(out, overwrite):
+        loaded = isinstance(model, Predictor)
+        predictor = model if loaded else Predictor.load(model, runtime, reading)
+        tally = _Tally()
+        if isinstance(inputs, str | Path):
+            chunks = input_records(predictor, [str(inputs)], tally, all_scores, batch_size)
+            records = [r for chunk in chunks for r in chunk]
+        else:
+            records = predictor(lines, all_scores, batch_size)
+            tally = _Tally(predictor.truncated, sum(not x.strip() for x in lines), len(lines))
+        if out is not None:
+            with jsonl_writer(out) as write:
+                write(records)
     tally.notes(predictor)
     return records

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tokenizers
 import torch
 
@@ -21,6 +22,7 @@ from electra.atomic import (
     write_json_atomic,
 )
 from electra.engine.graphs import check_graphable
+from electra.engine.runlock import claim_output
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.baselines import baseline_scores, baseline_warning, judge
@@ -35,6 +37,7 @@ from electra.finetuning.dev_split import (
     trained_on,
 )
 from electra.finetuning.loop import train_model
+from electra.finetuning.overlap import row_keys, screen
 from electra.finetuning.results import (
     check_unique_ids,
     evaluate_sets,
@@ -92,6 +95,10 @@ class _Job:
     # of it held out as dev (`--dev-split`), if any.
     trained_on: dict[str, str] = field(default_factory=dict)
     held_out: HeldOut | None = None
+    # The keys of the rows trained on (`electra.finetuning.overlap`), kept with each model, and
+    # the dev and test rows found among them: {"dev_dev": {"file", "rows", "examples", "action"}}.
+    training_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, "<u8"))
+    overlap: dict[str, dict] = field(default_factory=dict)
 
 
 def finetune(
@@ -109,20 +116,21 @@ def finetune(
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ElectraError(f"{out_dir} already exists: choose another --out or pass --overwrite")
-    job = _finetune_job(model_path, task_name, data, cfg)
+    with claim_output(out_dir, overwrite):  # one writer: a second process is refused
+        job = _finetune_job(model_path, task_name, data, cfg)
 
-    tmp = temporary_dir(out_dir)
-    if not resume:
-        shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True, exist_ok=True)
-    if job.held_out:
-        _keep_held_out(job.held_out, tmp / SPLIT_FILE)
-    seeds = range(job.cfg.seed, job.cfg.seed + job.cfg.seeds)
-    per_seed = [_finetune_seed(job, seed, tmp / f"seed_{seed}") for seed in seeds]
+        tmp = temporary_dir(out_dir)
+        if not resume:
+            shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True, exist_ok=True)
+        if job.held_out:
+            _keep_held_out(job.held_out, tmp / SPLIT_FILE)
+        seeds = range(job.cfg.seed, job.cfg.seed + job.cfg.seeds)
+        per_seed = [_finetune_seed(job, seed, tmp / f"seed_{seed}") for seed in seeds]
 
-    results = _finetune_results(job, per_seed)
-    write_json_atomic(tmp / "results.json", results)
-    replace_dir(tmp, out_dir)
+        results = _finetune_results(job, per_seed)
+        write_json_atomic(tmp / "results.json", results)
+        replace_dir(tmp, out_dir)
     return results
 
 
@@ -150,9 +158,10 @@ def _finetune_job(
     check_graphable(cfg, runtime.device)
 
     files = task.resolve(one_file_as_train(data))  # the one look-up of the split files
-    task, trained, train, dev, held_out = _train_and_dev(task, files, cfg)
+    task, trained, train, dev, held_out = _train_and_dev(task, files, cfg, tokenizer)
     train = _train_examples(task, train, cfg)
-    test = _test_examples(task, files)
+    training_rows = row_keys(task, train, tokenizer)
+    dev, test, overlap = _held_out_sets(task, tokenizer, files, training_rows, dev, held_out, cfg)
     fitted = task.baseline(train)
     baseline = baseline_scores(task, fitted, dev)
     train_data = task.encode(train, tokenizer, cfg.max_seq_len, training=True)
@@ -188,6 +197,8 @@ def _finetune_job(
         ),
         trained_on=trained,
         held_out=held_out,
+        training_rows=training_rows,
+        overlap=overlap,
     )
 
 
@@ -226,6 +237,35 @@ def data_files(files: SplitFiles, splits: list[str]) -> dict[str, str]:
     return read
 
 
+def _held_out_sets(
+    task: Task,
+    tokenizer: tokenizers.Tokenizer,
+    files: SplitFiles,
+    training_rows: np.ndarray,
+    dev: dict[str, list],
+    held_out: HeldOut | None,
+    cfg: FinetuneConfig,
+) -> tuple[dict[str, list], dict[str, list], dict[str, dict]]:
+    """The dev and test sets with no training row in them (`electra.finetuning.overlap.screen`:
+    the rows found are refused, or dropped with --drop-overlap, or noted in a benchmark's
+    published splits), and what was found, by set as `results.json`'s `examples` names them."""
+    train_file = files.file("train")
+    trained = np.unique(training_rows)
+    whose = f"rows of the training file {train_file}"
+    sets = {"dev": dev, "test": _test_examples(task, files)}
+    found: dict[str, dict] = {}
+    for split, by_name in sets.items():
+        for name, examples in by_name.items():
+            if split == "dev" and held_out:
+                where = f"the dev split held out of {train_file}"
+            else:
+                where = str(files[split][name])
+            by_name[name], found[f"{split}_{name}"] = screen(
+                task, tokenizer, examples, trained, where, whose, cfg.drop_overlap
+            )
+    return sets["dev"], sets["test"], {k: v for k, v in found.items() if v}
+
+
 def _test_examples(task: Task, files: SplitFiles) -> dict[str, list]:
     """The test split where the task predicts one while fine-tuning and the data holds one: read
     with the others, before anything is written, so that a bad test file stops the run too."""
@@ -235,7 +275,7 @@ def _test_examples(task: Task, files: SplitFiles) -> dict[str, list]:
 
 
 def _train_and_dev(
-    task: Task, files: SplitFiles, cfg: FinetuneConfig
+    task: Task, files: SplitFiles, cfg: FinetuneConfig, tokenizer: tokenizers.Tokenizer
 ) -> tuple[Task, dict[str, str], list, dict[str, list], HeldOut | None]:
     """The task fitted to the training file, the training file ({"file", "sha256"}, hashed once)
     and its examples, and the dev sets: the data's own dev files, or with `cfg.dev_split` a seeded
@@ -267,7 +307,8 @@ def _train_and_dev(
             f"{task.name}'s dev split has {len(task.files['dev'])} sets "
             f"({', '.join(task.files['dev'])}): pass its folder as --data, not --dev-split"
         )
-    held_out = draw(train_file, trained["sha256"], len(train), cfg.dev_split, cfg.seed)
+    keys = row_keys(task, train, tokenizer)
+    held_out = draw(train_file, trained["sha256"], keys, cfg.dev_split, cfg.seed)
     train, dev = held_out.split(train)
     check_unique_ids(train_file, dev)
     print(held_out.describe(), file=sys.stderr)
@@ -330,6 +371,7 @@ def _train_seed(job: _Job, seed: int, seed_dir: Path) -> tuple[dict, list[dict]]
         job.data,
         job.trained_on,
         job.held_out,
+        job.training_rows,
     )
     write_jsonl(seed_dir / "predictions.jsonl", predictions)
     result = {"task": task.name, "seed": seed, "metrics": scores, "train_loss": losses}
@@ -368,6 +410,7 @@ def _finetune_results(job: _Job, per_seed: list[dict]) -> dict[str, Any]:
         },
         **_test_summary(per_seed),
         **({"dev_split": job.held_out.describe()} if job.held_out else {}),
+        **({"held_out_overlap": job.overlap} if job.overlap else {}),
         "config": asdict(cfg),
     }
 

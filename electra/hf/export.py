@@ -26,10 +26,11 @@ import torch
 from safetensors.torch import load_model
 from torch import nn
 
-from electra.atomic import atomic_dir, refuse_existing, write_json_atomic, write_text_atomic
+from electra.atomic import atomic_dir, write_json_atomic, write_text_atomic
 from electra.config import RunConfig
 from electra.data.tokenizer import load_tokenizer, tokenizer_special_ids
 from electra.engine.checkpoint import PREFIX, checkpoint_dirs
+from electra.engine.runlock import claim_output
 from electra.errors import ElectraError
 from electra.hf.cards import model_card
 from electra.hf.families import FAMILIES, TaskHead, family_for
@@ -94,18 +95,18 @@ def export_hf(
     model_path, out = Path(model_path), Path(out)
     if step is None and is_finetuned(model_path):
         return [export_finetuned(model_path, out, overwrite)]
-    refuse_existing(out, overwrite)
-    if step is not None:
-        models, tokenizer = checkpoint_models(model_path, step)
-        sources = [(model_path, role, model, tokenizer) for role, model in models]
-    else:
-        roles = [r for r in ROLES if is_model_dir(model_path / r)]
-        dirs = [(model_path / r, r) for r in roles] or [(resolve_model_dir(model_path), "")]
-        sources = [(src, role, *load_pretrained(src)) for src, role in dirs]
-    with atomic_dir(out, tag="export-tmp") as tmp:
-        for src, role, model, tokenizer in sources:
-            check_exportable(model, src)
-            save_pretrained(model, tmp / role if role else tmp, tokenizer)
+    with claim_output(out, overwrite):  # an existing OUT only with `overwrite`; one writer
+        if step is not None:
+            models, tokenizer = checkpoint_models(model_path, step)
+            sources = [(model_path, role, model, tokenizer) for role, model in models]
+        else:
+            roles = [r for r in ROLES if is_model_dir(model_path / r)]
+            dirs = [(model_path / r, r) for r in roles] or [(resolve_model_dir(model_path), "")]
+            sources = [(src, role, *load_pretrained(src)) for src, role in dirs]
+        with atomic_dir(out, tag="export-tmp") as tmp:
+            for src, role, model, tokenizer in sources:
+                check_exportable(model, src)
+                save_pretrained(model, tmp / role if role else tmp, tokenizer)
     return [out / role if role else out for _, role, _, _ in sources]
 
 
@@ -117,21 +118,21 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
     `AutoModelForTokenClassification` or `AutoModelForQuestionAnswering` loads, with its labels,
     problem type, tokenizer files and a model card (README.md)."""
     out = Path(out)
-    refuse_existing(out, overwrite)
-    source = finetuned_dir(model_path)
-    task, model, tokenizer, cfg = load_finetuned(source)
-    model.eval()
-    head, state = hf_head_state(task, model, source)
-    family = family_for(model.config)
-    extra = hf_label_config(task, head)
-    if hasattr(model, "pooling"):  # a modern sequence classifier's: HF's classifier_pooling
-        extra["classifier_pooling"] = model.pooling
-    config = family.config_json(head.hf_class, model.config, tokenizer, **extra)
-    info = read_finetune_info(source)
-    with atomic_dir(out, tag="export-tmp") as tmp:
-        write_model_files(tmp, config, state, tokenizer)
-        limit_length(tmp / "tokenizer_config.json", cfg.max_seq_len)
-        write_text_atomic(tmp / "README.md", model_card(source, task, info, config, cfg))
+    with claim_output(out, overwrite):
+        source = finetuned_dir(model_path)
+        task, model, tokenizer, cfg = load_finetuned(source)
+        model.eval()
+        head, state = hf_head_state(task, model, source)
+        family = family_for(model.config)
+        extra = hf_label_config(task, head)
+        if hasattr(model, "pooling"):  # a modern sequence classifier's: HF's classifier_pooling
+            extra["classifier_pooling"] = model.pooling
+        config = family.config_json(head.hf_class, model.config, tokenizer, **extra)
+        info = read_finetune_info(source)
+        with atomic_dir(out, tag="export-tmp") as tmp:
+            write_model_files(tmp, config, state, tokenizer)
+            limit_length(tmp / "tokenizer_config.json", cfg.max_seq_len)
+            write_text_atomic(tmp / "README.md", model_card(source, task, info, config, cfg))
     return out
 
 

@@ -1,6 +1,8 @@
 """Fine-tuned model folders: a model folder (`electra.hf.pretrained`: `config.json` naming the
 head's class, weights, tokenizer) plus `finetune.json`, the task, its head (labels, scale), the
-recipe, the pretrained model it came from and what it was trained and scored on.
+recipe, the pretrained model it came from and what it was trained and scored on, and
+`training_rows.npy`, the keys of the rows it trained on (`electra.finetuning.overlap`; absent in a
+folder fine-tuned before they were kept).
 
 Save one (`save_finetuned`), tell one (`is_finetuned`, `finetuned_dir`: a seed folder, or a
 `finetune --out` folder standing for its best seed), read it (`read_finetune_info`,
@@ -17,17 +19,24 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import tokenizers
 from torch import nn
 
 from electra.atomic import write_json_atomic
 from electra.config import InferenceRuntime
-from electra.data.tokenizer import load_tokenizer
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
+from electra.finetuning.overlap import save_rows
 from electra.hf.from_transformers import is_hf_task_dir, load_hf_finetuned
-from electra.hf.pretrained import load_strict, read_model_config, read_state_dict, save_pretrained
+from electra.hf.pretrained import (
+    load_strict,
+    model_tokenizer,
+    read_model_config,
+    read_state_dict,
+    save_pretrained,
+)
 from electra.model.heads import HEADS
 from electra.tasks import get_task
 from electra.tasks.base import Task
@@ -51,13 +60,17 @@ def save_finetuned(
     data: dict[str, str] | None = None,
     trained: dict[str, str] | None = None,
     held_out: HeldOut | None = None,
+    training_rows: np.ndarray | None = None,
 ) -> None:
     """`source` is the pretrained model; `baseline` the fitted trivial predictor, kept so that
     `evaluate` can score it on any split without reading the training set again; `data` the files
     it was trained and scored on (`data_files`), for the model card of an export; `trained` the
-    training file and its hash and `held_out` the dev examples held out of it, so that `evaluate`
-    scores no training row."""
+    training file and its hash, `held_out` the dev examples held out of it and `training_rows`
+    the keys of the rows it trained on (`electra.finetuning.overlap`, training_rows.npy), so
+    that `evaluate` scores no training row."""
     save_pretrained(model, out_dir, tokenizer)
+    if training_rows is not None:
+        save_rows(out_dir, training_rows)
     write_json_atomic(
         out_dir / FINETUNE_FILE,
         {
@@ -140,7 +153,7 @@ def load_finetuned(
     _, model_cfg = read_model_config(path, HEADS)
     model = task.build_model(model_cfg)
     load_strict(model, read_state_dict(path), path)
-    return task, model, load_tokenizer(path), cfg
+    return task, model, model_tokenizer(path, model_cfg), cfg  # checked against the weights'
 
 
 def load_for_inference(

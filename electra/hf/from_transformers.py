@@ -47,6 +47,7 @@ from electra.hf.pretrained import (
     weights_file,
     with_article,
 )
+from electra.hf.saved_with import check_config
 from electra.model import registry
 from electra.model.heads import (
     ElectraForSequenceClassificationHF,
@@ -127,6 +128,7 @@ def load_hf_encoder(
             f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "
             "the folder it came with"
         )
+    check_config(path)  # an edit that keeps the sizes: not what the weights were saved with
     if head := ENCODER_SOURCES[arch]:
         print(
             f"note: {path} is {with_article(arch)}: its {head} is not used: a new one is trained",

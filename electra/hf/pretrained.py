@@ -26,7 +26,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from electra.atomic import atomic_dir, write_json_atomic
+from electra.atomic import atomic_dir, write_json_atomic, writing
 from electra.config import RunConfig
 from electra.data.tokenizer import (
     SpecialIds,
@@ -38,6 +38,7 @@ from electra.data.tokenizer import (
 from electra.errors import ElectraError
 from electra.hf.families import FAMILIES, RTD_LABELS, Family, family_for
 from electra.hf.hf_configs import model_config_from_hf
+from electra.hf.saved_with import check_config, check_tokenizer, saved_with
 from electra.model.registry import family as model_family
 from electra.model_config import AnyModelConfig
 
@@ -101,7 +102,10 @@ def write_model_files(
     names its special tokens by their own spellings (`special`, else `special_ids`) and truncates
     where the model stops reading (`Family.tokenizer_max_length`)."""
     write_json_atomic(folder / "config.json", config)
-    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    # What the weights were saved with (`electra.hf.saved_with`), checked when they load.
+    metadata = {"format": "pt", **saved_with(config, tokenizer)}
+    with writing(folder / "model.safetensors"):  # a full disk is an OSError naming the file
+        save_file(state, folder / "model.safetensors", metadata=metadata)
     family = FAMILIES[config["model_type"]]
     save_tokenizer(
         tokenizer,
@@ -295,6 +299,7 @@ def check_fits(model: nn.Module, state: dict, path: Path, skip: Iterable[str] = 
             f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "
             "the folder it came with"
         )
+    check_config(path)  # an edit that keeps the sizes (hidden_act, an epsilon, the heads)
 
 
 def misfit(model: nn.Module, state: dict, file: str, skip: Iterable[str] = ()) -> str | None:
@@ -355,6 +360,7 @@ def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
             f"the tokenizer in {path} has {tokenizer.get_vocab_size()} tokens but the model only "
             f"{cfg.vocab_size}: use the tokenizer the model was trained with"
         )
+    check_tokenizer(path, tokenizer)  # another run's tokenizer of the same size
     return tokenizer
 
 
@@ -417,9 +423,12 @@ def pair_configs(
     """The discriminator's and generator's configs, checked to fit together. From a modern MLM
     folder (`mlm_source`): its config, and the generator `continuation_generator` makes of it."""
     if (cfg := mlm_source(path)) is not None:
+        model_tokenizer(Path(path), cfg)  # the tokenizer its weights were trained with
         return cfg, continuation_generator(cfg, generator_layers, path)
     disc_dir, gen_dir = pair_dirs(path)
     (d_arch, d), (g_arch, g) = read_model_config(disc_dir), read_model_config(gen_dir)
+    for folder, cfg in ((disc_dir, d), (gen_dir, g)):  # the tokenizers their weights had
+        model_tokenizer(folder, cfg)
     family = family_for(d)
     if (d_arch, g_arch) != (family.discriminator, family.generator):
         raise ElectraError(

@@ -14,13 +14,14 @@ import sys
 from pathlib import Path
 
 from electra.api import pretrain
-from electra.atomic import atomic_path
+from electra.atomic import atomic_dir, atomic_path
 from electra.config import apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from electra.engine.checkpoint import latest_complete
 from electra.engine.heldout import corrupt_and_score, showcase, summary
 from electra.engine.plot import plot_run
+from electra.engine.runlock import claim_output
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError, Interrupted
 
@@ -76,7 +77,8 @@ def _build_data(out: Path) -> None:
         )
     if not (out / "tokenizer" / "tokenizer.json").is_file():
         tokenizer = train_tokenizer([corpus], vocab_size=VOCAB_SIZE, lowercase=True)
-        save_tokenizer(tokenizer, out / "tokenizer", lowercase=True)
+        with atomic_dir(out / "tokenizer") as tmp:  # whole or absent, so a rerun can trust it
+            save_tokenizer(tokenizer, tmp, lowercase=True)
         built = tokenizer.get_vocab_size()
         fewer = f" (asked for {VOCAB_SIZE}: the corpus gave fewer)" if built < VOCAB_SIZE else ""
         say(f"electra tokenizer train: WordPiece, {built} tokens{fewer}")
@@ -93,7 +95,13 @@ def _build_data(out: Path) -> None:
 
 
 def run_demo(out_dir: str | Path, steps: int | None = None) -> Path:
-    out = Path(out_dir)
+    """The demo in `out_dir`, held by this process alone (`claim_output`: a second demo into it
+    is refused); a folder of a finished demo is replaced, an interrupted one continued."""
+    with claim_output(out_dir, overwrite=True):
+        return _run_demo(Path(out_dir), steps)
+
+
+def _run_demo(out: Path, steps: int | None) -> Path:
     run = out / "run"
     resume = _open_folder(out)
     if resume:

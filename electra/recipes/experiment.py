@@ -18,7 +18,10 @@ score (the mean of the task medians) against pretraining FLOPs. OUT holds:
 
 Every finished piece is kept: run the same command again and it continues where it stopped.
 Started twice at once, two processes take different arms (each arm is locked while it runs, with
-the run folders' lock, `electra.engine.runlock.RunLock`).
+the run folders' lock, `electra.engine.runlock.RunLock`), so OUT as a whole is not locked for the
+run; what the processes share, experiment.json and the results table and plots, each writes under
+OUT's own lock (`claim_output`), one at a time. A folder that holds another experiment, or
+no experiment, is refused.
 
 An arm's and --pretrain-set's `section.field=value` are shorthand for the `--section.field VALUE`
 flags of `electra pretrain`, and the arm's run settings are resolved as that command resolves
@@ -41,7 +44,7 @@ from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data.store import PretrainingData
 from electra.engine.checkpoint import checkpoint_dirs
-from electra.engine.runlock import RunLock
+from electra.engine.runlock import RunLock, claim_output
 from electra.engine.tracking import read_metrics
 from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
@@ -254,15 +257,10 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     data = PretrainingData(plan.data)
     resolved = resolve(plan, data)
     record = {"plan": asdict(plan), **resolved}
-    saved = out / "experiment.json"
-    if saved.is_file():
-        before = json.loads(saved.read_text())
-        if before["plan"] != record["plan"]:
-            raise ElectraError(
-                f"{out} holds another experiment ({saved} differs): choose another --out"
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(saved, record)
+    with claim_output(out, overwrite=True, wait=True):  # checked and written one at a time
+        check_same_experiment(out, record)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "experiment.json", record)
 
     busy = []
     for arm in plan.arms:
@@ -287,6 +285,23 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
             file=sys.stderr,
         )
     return write_results(plan, resolved, out, data)
+
+
+def check_same_experiment(out: Path, record: dict[str, Any]) -> None:
+    """OUT is new (or empty), or holds this experiment, which a rerun continues; another
+    experiment, or a folder of something else, is refused before anything is written in it."""
+    saved = out / "experiment.json"
+    if saved.is_file():
+        before = json.loads(saved.read_text())
+        if before["plan"] != record["plan"]:
+            raise ElectraError(
+                f"{out} holds another experiment ({saved} differs): choose another --out"
+            )
+    elif out.is_file() or (out.is_dir() and any(out.iterdir())):
+        raise ElectraError(
+            f"{out} exists and is not an experiment's folder (no experiment.json): choose "
+            "another --out"
+        )
 
 
 def counted_in(resolved: dict[str, Any]) -> str:
@@ -393,17 +408,21 @@ def write_results(
 ) -> dict[str, Any]:
     """results.json, results.md and the plots from every finished point; `data` (default: the
     plan's) prices each arm's logged steps for the loss plot."""
-    table = collect(plan, resolved, out)
-    results = {"budget": resolved["budget"], "tasks": plan.tasks, "arms": table}
-    write_json_atomic(out / "results.json", results)
-    write_text_atomic(out / "results.md", "\n".join(table_lines(plan, resolved, table)) + "\n")
-    counted = counted_in(resolved)
-    plot_experiment(plan, table, out, counted)
     data = data or PretrainingData(plan.data)
     configs = {
         a.label: arm_config(plan, a, resolved["arms"][a.label]["steps"], data) for a in plan.arms
     }
-    plot_losses(loss_curves(plan, out, configs, counted), out, counted)
+    counted = counted_in(resolved)
+    # Two processes running arms of one experiment write the table in turn, each from every
+    # point finished by then, so the last one written is never older than another.
+    with claim_output(out, overwrite=True, wait=True):
+        table = collect(plan, resolved, out)
+        results = {"budget": resolved["budget"], "tasks": plan.tasks, "arms": table}
+        write_json_atomic(out / "results.json", results)
+        lines = table_lines(plan, resolved, table)
+        write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
+        plot_experiment(plan, table, out, counted)
+        plot_losses(loss_curves(plan, out, configs, counted), out, counted)
     return results
 
 

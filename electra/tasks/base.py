@@ -20,12 +20,16 @@ import torch
 from torch import nn
 
 from electra.data.specials import Framing, bert_framing, framing
+from electra.data.textcut import cut_texts
 from electra.data.tokenizer import SpecialIds, special_ids
 from electra.errors import ElectraError
 from electra.model_config import AnyModelConfig
 from electra.tasks.splits import DataSource, SplitFiles, given_file, resolve
 
 Batch = dict[str, torch.Tensor]
+# Tokens of a text `token_ids` tokenises at most: one more than the longest sequence any model
+# here reads (electra.data.store.MAX_SEQ_LEN), so truncating callers see that a text was cut.
+TOKEN_BUDGET = 8192 + 1
 
 
 @dataclass
@@ -62,6 +66,9 @@ class Task:
     # `evaluate` writes a benchmark's submission files for a test split, labelled or not.
     finetune_test: bool = False
     writes_submission: bool = True
+    # A benchmark's published splits (GLUE, SQuAD, CoNLL-2003), which share a few rows between
+    # train and dev or test: scored as published, with a note (`electra.finetuning.overlap`).
+    fixed_splits: bool = False
 
     @property
     def dev_set(self) -> str:
@@ -105,6 +112,16 @@ class Task:
         return self
 
     def read(self, path: Path, split: str) -> list[Any]:
+        raise NotImplementedError
+
+    def row_texts(self, example: Any) -> tuple[str | None, ...]:
+        """An example's text fields, what makes it the same row wherever it is found (never its
+        label): `electra.finetuning.overlap` keys held-out rows by them."""
+        raise NotImplementedError
+
+    def is_labelled(self, example: Any) -> bool:
+        """Whether an example carries its gold answer (a test file's may not): a set with none
+        is predicted, not scored."""
         raise NotImplementedError
 
     def encode(
@@ -256,7 +273,15 @@ def to_tensors(rows: list[tuple[list[int], list[int]]], max_len: int, pad: int) 
     return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
 
 
-def token_ids(tokenizer: tokenizers.Tokenizer, texts: list[str]) -> list[list[int]]:
+def token_ids(
+    tokenizer: tokenizers.Tokenizer, texts: list[str], budget: int = TOKEN_BUDGET
+) -> list[list[int]]:
+    """The tokens of each text, a text of more than `budget` tokens cut first to a prefix that
+    holds a few more (`electra.data.textcut`): a tokenizer takes a few hundred bytes per character
+    it encodes, so a 50 MB line would take gigabytes to give the model its first 512 tokens. The
+    default budget is more than any model reads, so callers that truncate see the same tokens and
+    still see that a text was cut."""
+    texts, _ = cut_texts(tokenizer, texts, budget)
     return [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
 
 

@@ -195,6 +195,7 @@ class GlueTask:
 
     finetune_test = False  # the test split is predicted by `evaluate --split test`, for the server
     writes_submission = True
+    fixed_splits = True  # CoLA's train and dev share 16 sentences, STS-B's 6 pairs: as published
 
     def __init__(self, spec: GlueSpec):
         self.spec = spec

@@ -10,8 +10,11 @@ finetune.json; the label set and the scale are fitted on the training split (`fi
 columns are the training file's.
 
 Labels are text, normalised alike in every format: `1` and `1.0` in a CSV and `1` or `1.0` in JSON
-Lines are one label, `1`, and predictions name labels as strings. Their order (`--labels`, else sorted: numerically when every label is an
-integer) fixes the head's outputs, and with two classes the second is the positive one of F1.
+Lines are one label, `1`, and predictions name labels as strings; JSON `true`/`false` are the
+labels "true"/"false", and a file mixing them with other labels is refused. Their order
+(`--labels`, else sorted: numerically when every label is an integer) fixes the head's outputs,
+and with two classes the second is the positive one of F1. A text field must be a string: a
+number, list, object or null where a text is expected is refused, naming the line and field.
 """
 
 from __future__ import annotations
@@ -176,6 +179,12 @@ class ClassificationTask(Task):
         table.note_blank()
         return self._examples(table, split, with_labels=True)
 
+    def row_texts(self, example: Example) -> tuple[str | None, ...]:
+        return (example.text_a, example.text_b)
+
+    def is_labelled(self, example: Example) -> bool:
+        return example.label is not None
+
     def read_inputs(self, path: Path) -> list[Example | None]:
         """A file's examples, and None for each blank row, so that every input keeps its place."""
         table = read_table(path, self.delimiter)
@@ -226,6 +235,7 @@ class ClassificationTask(Task):
     def labels_of(self, table: Table, raw: list[tuple[int, Any]]) -> list[Any]:
         """The labels of a file's rows ((number, value) each), checked against the label set
         where there is one (given, fitted, or the model's)."""
+        same_kind_of_label(table, raw, self.label_column)
         names = [single_label(table, n, v, self.label_column) for n, v in raw]
         self._check(table, raw, [(name,) for name in names])
         return names
@@ -437,11 +447,48 @@ class RegressionTask(ClassificationTask):
 
 
 def _text(table: Table, number: int, value: Any, column: str) -> str:
-    text = "" if value is None else str(value)
-    if not text.strip():  # None: a JSON field absent from this line, or a null
+    """A text field: a string (JSON Lines and Parquet may hold other values, refused here rather
+    than read as their Python spelling, "[1, 2]" or "None")."""
+    if value is not None and not isinstance(value, str):
+        raise ElectraError(
+            f"{table.where(number, column)}: {_kind(value)} ({str(value)[:40]}) where a text is "
+            "expected: write the text as a string (in quotes, in JSON)"
+        )
+    if value is None or not value.strip():  # None: a JSON field absent from this line, or a null
         what = "no text" if value is None else "empty text"
         raise ElectraError(f"{table.where(number, column)}: {what}: fill it in or remove the row")
-    return text
+    return value
+
+
+def _kind(value: Any) -> str:
+    """What a JSON (or Parquet) value is, in words."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return "an object" if isinstance(value, dict) else f"a {type(value).__name__}"
+
+
+def same_kind_of_label(table: Table, raw: list[tuple[int, Any]], column: str) -> None:
+    """A file's labels are JSON booleans all, or none: `true` is the label "true", and one among
+    "1"/"0" labels (or 1/0) would be a third class where the user meant 1; refused, naming the
+    first label of the fewer kind."""
+    booleans = [(n, v) for n, v in raw if isinstance(v, bool)]
+    others = [(n, v) for n, v in raw if v is not None and not isinstance(v, bool)]
+    if not booleans or not others:
+        return
+    if len(booleans) <= len(others):
+        (number, value), usual = booleans[0], "not booleans"
+        shown = f"{str(value).lower()} (a JSON boolean)"
+    else:
+        (number, value), usual = others[0], "JSON booleans (true/false)"
+        shown = repr(value)
+    raise ElectraError(
+        f"{table.where(number, column)}: label {shown} where the file's other labels are "
+        f'{usual}: write every label alike, as true/false or as strings ("1"/"0")'
+    )
 
 
 def _number(table: Table, number: int, value: Any, column: str) -> float:
@@ -465,7 +512,8 @@ def _number(table: Table, number: int, value: Any, column: str) -> float:
 def label_name(table: Table, number: int, value: Any, column: str) -> str:
     """A label as text, the same whatever the format: strings stripped, integers and integral
     floats (`1.0` as Parquet, pandas or JSON may write them, as a number or as text) written as
-    integers, booleans as true/false."""
+    integers, JSON booleans as true/false (a file mixing them with other labels is refused:
+    `same_kind_of_label`)."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float) and value.is_integer():
@@ -504,7 +552,7 @@ class LabelSet:
     def __init__(self, labels: Sequence[str]):
         self.names = tuple(labels)
         self.source = "--labels" if self.names else ""
-        twice = sorted({n for n in self.names if self.names.count(n) > 1})
+        twice = sorted(n for n, k in collections.Counter(self.names).items() if k > 1)
         if twice:
             raise ElectraError(f"--labels names {twice[0]!r} twice: give each label once")
 

@@ -54,6 +54,7 @@ class NerTask(TaggingTask):
     name = "conll2003"
     finetune_test = False  # its test split is scored by `evaluate --split test`
     writes_submission = False  # CoNLL-2003's test file is tagged: scored as dev is, no server
+    fixed_splits = True  # its train and dev share 193 short sentences ("LONDON 1996-08-30"...)
     files = {
         "train": {"train": ("train.txt", "eng.train")},
         "dev": {"dev": ("valid.txt", "dev.txt", "eng.testa")},

@@ -123,6 +123,12 @@ class QaTask(Task):
             )
         return questions
 
+    def row_texts(self, example: Question) -> tuple[str | None, ...]:
+        return (example.question, example.context)
+
+    def is_labelled(self, example: Question) -> bool:
+        return bool(example.answers) or example.is_impossible
+
     def read_inputs(self, path: Path) -> list[Question]:
         """`electra predict`: the questions of a file in either format; answers, if any, are
         ignored."""

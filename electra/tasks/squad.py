@@ -22,6 +22,7 @@ from electra.tasks.settings import QaSettings
 class SquadTask(QaTask):
     finetune_test = False  # the test split is predicted by `evaluate --split test`
     writes_submission = True
+    fixed_splits = True  # the published splits, scored as published
 
     def __init__(self, version: str = "2.0", settings: QaSettings | None = None):
         super().__init__(settings, version)

@@ -11,6 +11,7 @@ line, a Parquet row) so that an error can name it.
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import sys
@@ -32,6 +33,10 @@ FORMATS = {
 }
 KNOWN = ".csv, .tsv, .jsonl (or .json, one object per line) or .parquet"
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "TAB", "|": "pipe"}  # sniffed in a CSV header
+# The csv module refuses a field over 128 KiB by default; a long text is the tokenizer's to cut to
+# the model's length (as every text is), not a reason to refuse the file. 2**31 - 1 fits the C
+# long the limit is on every platform.
+csv.field_size_limit(2**31 - 1)
 
 
 @dataclass
@@ -172,7 +177,7 @@ def _check_header(path: Path, header: list[str]) -> None:
         raise ElectraError(f"{path} is empty: expected a header row and one example per row")
     if not any(header):
         raise ElectraError(f"{path}, line 1: no header: the first row names the columns")
-    twice = sorted({n for n in header if header.count(n) > 1})
+    twice = sorted(n for n, count in collections.Counter(header).items() if count > 1)
     if twice:
         raise ElectraError(f"{path}, line 1: the header names {twice[0]!r} twice: rename one")
 

@@ -110,6 +110,12 @@ class TaggingTask(Task):
             )
         return sentences
 
+    def row_texts(self, example: Sentence) -> tuple[str | None, ...]:
+        return (" ".join(example.words),)
+
+    def is_labelled(self, example: Sentence) -> bool:
+        return example.tags is not None
+
     def read_inputs(self, path: Path) -> list[Sentence]:
         """`electra predict`: the sentences of a file in either format, their tags (if any)
         ignored, so a tag the model does not know is no error here."""

@@ -1,0 +1,172 @@
+"""Which rows of a held-out split a model trained on, found by content rather than by file
+(docs/finetuning.md §Held-out rows): a row's key is a hash of its text fields (never its label),
+normalised as the model sees them, so that the same rows reordered, copied, or inside another file
+are the same rows.
+
+A fine-tuned model keeps the keys of the rows it trained on (`ROWS_FILE`, sorted uint64: 8 bytes
+a row, no pickle), so that `evaluate` knows them without the training file. A held-out set that
+shares rows with training is refused, or with `--drop-overlap` those rows are left out and
+counted; a benchmark's published splits, which share a few rows (CoLA's dev 16 of 1,043, STS-B's
+6 of 1,500, CoNLL-2003's 193 of 3,250 sentences), are scored as published, with a note.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tokenizers
+
+from electra.atomic import atomic_path
+from electra.errors import ElectraError
+
+ROWS_FILE = "training_rows.npy"  # in a fine-tuned model folder, beside finetune.json
+_FIELDS = "\x1f"  # between a row's text fields (the unit separator: in no normalised text)
+_ABSENT = "\x00"  # a text field the row has not (a single text where the task reads pairs)
+
+
+def normalised(texts: list[str], tokenizer: tokenizers.Tokenizer | None) -> list[str]:
+    """Texts as the key sees them: Unicode NFC; lowercased and stripped of accents where the
+    model's tokenizer does that (an uncased one: "The Film" and "the film" are one row to a model
+    that reads them alike, while a cased one keeps case, as its model sees it); then every run of
+    whitespace one space, none at either end."""
+    lower, plain = _folds(tokenizer)
+
+    def normalise(text: str) -> str:
+        text = unicodedata.normalize("NFC", text)
+        if lower:
+            text = text.lower()
+        if plain and not text.isascii():
+            decomposed = unicodedata.normalize("NFD", text)
+            text = "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
+        return " ".join(text.split())
+
+    return [normalise(t) for t in texts]
+
+
+def _folds(tokenizer: tokenizers.Tokenizer | None) -> tuple[bool, bool]:
+    """Whether the tokenizer's normaliser lowercases, and whether it strips accents: asked of
+    it once, since calling it per text would cost ten times the hashing."""
+    model = getattr(tokenizer, "normalizer", None)
+    if model is None:
+        return False, False
+    probe = model.normalize_str("A\u00e9")  # Aé: "aé" lowercases, "ae" strips accents too
+    return probe[:1] == "a", probe[1:] == "e"
+
+
+def row_keys(
+    task: Any, examples: Sequence[Any], tokenizer: tokenizers.Tokenizer | None
+) -> np.ndarray:
+    """The key of each example, in order (uint64): 8 bytes of BLAKE2b over its text fields
+    (`Task.row_texts`), `normalised`, in order."""
+    rows = [task.row_texts(e) for e in examples]
+    texts = iter(normalised([t for row in rows for t in row if t is not None], tokenizer))
+    digest = hashlib.blake2b
+    keys = b"".join(
+        digest(
+            _FIELDS.join(_ABSENT if t is None else next(texts) for t in row).encode(
+                "utf-8",
+                "surrogatepass",  # JSON may hold a lone surrogate, which UTF-8 cannot
+            ),
+            digest_size=8,
+        ).digest()
+        for row in rows
+    )
+    return np.frombuffer(keys, dtype="<u8").copy()
+
+
+def same_rows(keys: np.ndarray) -> list[list[int]]:
+    """The positions of the rows, grouped by key (copies of one row together), each group at
+    the place of its first row."""
+    groups: dict[int, list[int]] = {}
+    for position, key in enumerate(keys.tolist()):
+        groups.setdefault(key, []).append(position)
+    return list(groups.values())
+
+
+def save_rows(folder: Path, keys: np.ndarray) -> None:
+    """Keeps the keys of the rows a model trained on with it: sorted, each once."""
+    with atomic_path(folder / ROWS_FILE) as tmp, open(tmp, "wb") as f:
+        np.save(f, np.unique(keys).astype("<u8"), allow_pickle=False)
+
+
+def load_rows(folder: Path) -> np.ndarray | None:
+    """The keys a fine-tuned model folder keeps of its training rows; None for a folder fine-tuned
+    before they were kept (or a Hugging Face folder)."""
+    file = folder / ROWS_FILE
+    if not file.is_file():
+        return None
+    try:
+        keys = np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise ElectraError(
+            f"cannot read {file} ({e}): it may be truncated; fine-tune again"
+        ) from None
+    if keys.dtype != np.dtype("<u8") or keys.ndim != 1:
+        raise ElectraError(f"{file} is not a list of row keys (uint64): fine-tune again")
+    return keys
+
+
+def screen(
+    task: Any,
+    tokenizer: tokenizers.Tokenizer | None,
+    examples: list,
+    trained: np.ndarray,
+    where: str,
+    whose: str,
+    drop: bool,
+) -> tuple[list, dict[str, Any] | None]:
+    """A held-out set's examples with no training row among them, and what was found: the rows
+    of `examples` whose key is among the sorted `trained` keys are refused (one error naming
+    `where`, the set, and `whose` rows they are), dropped with `drop`, or kept with a note in a
+    benchmark's published splits (`task.fixed_splits`) and in a set without labels, which is
+    predicted but not scored."""
+    keys = row_keys(task, examples, tokenizer)
+    shared = np.isin(keys, trained, assume_unique=False)
+    found, total = int(shared.sum()), len(examples)
+    if not found:
+        return examples, None
+    report = {"file": where, "rows": found, "examples": total}
+    if drop:
+        kept = [e for e, s in zip(examples, shared.tolist(), strict=True) if not s]
+        if not kept:
+            raise ElectraError(
+                f"{where}: all {total} of its rows are {whose}: nothing is left to score; pass "
+                "a file of rows it did not train on"
+            )
+        print(
+            f"{where}: {found} of its {total} rows left out of the score (--drop-overlap): they "
+            f"are {whose}",
+            file=sys.stderr,
+        )
+        return kept, {**report, "action": "dropped"}
+    if note := _kept_because(task, examples, whose):
+        print(f"note: {where}: {found} of its {total} rows {note}", file=sys.stderr)
+        return examples, {**report, "action": "kept"}
+    raise ElectraError(
+        f"{where}: {found} of its {total} rows are {whose} (the same text, normalised): a score "
+        "on them would be on training examples; remove them, or pass --drop-overlap to leave "
+        "them out of the score"
+    )
+
+
+def _kept_because(task: Any, examples: list, whose: str) -> str:
+    """Why a set's training rows are kept, with a note, rather than refused: a benchmark's
+    published splits, scored as published so that scores compare with the paper's, or a set
+    without labels, which nothing scores; "" otherwise."""
+    if getattr(task, "fixed_splits", False):
+        return (
+            f"have the text of a training row ({task.name}'s published splits share them); "
+            "scored as published, --drop-overlap leaves them out"
+        )
+    if not any(map(task.is_labelled, examples)):
+        return (
+            f"are {whose}; it has no labels, so they are predicted, not scored (--drop-overlap "
+            "leaves them out)"
+        )
+    return ""
