@@ -90,9 +90,11 @@ def evaluate(
     runtime: InferenceRuntime | None = None,
     reading: dict[str, Any] | None = None,
     drop_overlap: bool = False,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Predicts and scores a split with a fine-tuned model as `electra evaluate` does, writing
-    its predictions and scores to `out` (default MODEL/eval-SPLIT); returns the scores. `task`,
+    its predictions and scores to `out` (default MODEL/eval-SPLIT; an existing one is replaced
+    only with `overwrite`); returns the scores. `task`,
     where given, is checked against the model's; `reading` ({"text_columns", "delimiter",
     "label_column"}) reads files of your own by other columns or separator than its training
     files' (a Hugging Face folder records none). Rows the model trained on are refused, or with
@@ -100,7 +102,15 @@ def evaluate(
     from electra.finetuning.evaluate import evaluate as run
 
     return run(
-        model, data, split, out, task, runtime=runtime, reading=reading, drop_overlap=drop_overlap
+        model,
+        data,
+        split,
+        out,
+        task,
+        runtime=runtime,
+        reading=reading,
+        drop_overlap=drop_overlap,
+        overwrite=overwrite,
     )
 
 

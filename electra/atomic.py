@@ -7,6 +7,7 @@ safetensors' on a full disk). Imports nothing from electra, so any module may us
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import re
@@ -106,12 +107,31 @@ def replace_dir(tmp: str | Path, out_dir: str | Path, fsync: bool = False) -> No
         _remove(old)
 
 
+def recover_replaced(out_dir: str | Path) -> list[str]:
+    """Finishes what a `replace_dir` killed between its two renames left: the old `out_dir`,
+    renamed aside to `.NAME.old-PID`, is put back where no new one took its place, else removed.
+    For a caller that holds `out_dir`'s lock (no live writer owns the leftovers). Returns what it
+    did, for the caller to say."""
+    out_dir = Path(out_dir)
+    done = []
+    for old in sorted(out_dir.parent.glob(f".{glob.escape(out_dir.name)}.old-*")):
+        if not (out_dir.exists() or out_dir.is_symlink()):
+            old.rename(out_dir)
+            done.append(f"put back {out_dir}, left aside by a command stopped while replacing it")
+        else:
+            _remove(old)
+            done.append(f"removed {old.name}, left by a command stopped after replacing it")
+    return done
+
+
 def name_target(error: BaseException, tmp: Path, target: Path) -> None:
     """An OSError met writing the temporary `tmp` names `target` instead (or in `target` where it
     names a file inside the temporary folder), and names `target` where it named nothing (a
     write to an open file on a full disk): the user knows the path they asked for."""
     if not isinstance(error, OSError):
         return
+    if error.errno is None and _full(target):  # a short write (numpy's "N requested and M
+        error.errno, error.strerror = errno.ENOSPC, os.strerror(errno.ENOSPC)  # written")
     name = error.filename
     if isinstance(name, os.PathLike):  # (as some writers give it)
         name = os.fspath(name)
@@ -123,15 +143,18 @@ def name_target(error: BaseException, tmp: Path, target: Path) -> None:
 
 # How safetensors and torch put an operating-system error in their own exception's message.
 _OS_ERROR = re.compile(r"\(os error (\d+)\)|\[Errno (\d+)\]")
+# torch.save's own failure to write (a full disk gives no errno), and the prefix it puts before it.
+_TORCH_WRITE_FAILED = ("PytorchStreamWriter failed", "unexpected pos")
+_ENFORCE = re.compile(r"^\[enforce fail at [^\]]*\]\s*\.?\s*")
 
 
 @contextmanager
 def writing(path: str | Path) -> Iterator[None]:
     """Turns the error of a writer that does not raise OSError into one naming `path` and its
-    cause: safetensors' SafetensorError ("I/O error: No space left on device (os error 28)")
-    and torch.save's RuntimeError ("unexpected pos ...", "PytorchStreamWriter failed writing
-    file" on a full disk: told by the disk having no space left). Other errors pass as they
-    are."""
+    cause: safetensors' SafetensorError ("I/O error: No space left on device (os error 28)"),
+    the bare Exception of `tokenizers` in the same words, and torch.save's RuntimeError
+    ("PytorchStreamWriter failed writing file", "unexpected pos": No space left on device where
+    the disk is full, torch's first sentence otherwise). Other errors pass as they are."""
     try:
         yield
     except OSError as e:
@@ -139,21 +162,26 @@ def writing(path: str | Path) -> Iterator[None]:
             e.filename = str(path)
         raise
     except Exception as e:  # noqa: BLE001 - SafetensorError is not importable by a stable name
-        code = _os_errno(e, Path(path))
-        if code is None:
+        failure = _as_os_error(e, Path(path))
+        if failure is None:
             raise
-        raise OSError(code, os.strerror(code), str(path)) from e
+        raise failure from e
 
 
-def _os_errno(error: Exception, path: Path) -> int | None:
-    """The errno a writer's exception stands for, or None where it is not an OS failure."""
-    if type(error).__name__ not in ("SafetensorError", "RuntimeError"):
+def _as_os_error(error: Exception, path: Path) -> OSError | None:
+    """The OSError a writer's exception stands for, or None where it is not a failure to write."""
+    # `tokenizers` raises a bare Exception ("No space left on device (os error 28)").
+    if type(error).__name__ not in ("SafetensorError", "RuntimeError", "Exception"):
         return None
-    if found := _OS_ERROR.search(str(error)):
-        return int(found[1] or found[2])
-    if type(error).__name__ == "RuntimeError" and _full(path):
-        return errno.ENOSPC
-    return None
+    text = str(error).strip()
+    if found := _OS_ERROR.search(text):
+        code = int(found[1] or found[2])
+        return OSError(code, os.strerror(code), str(path))
+    if type(error).__name__ != "RuntimeError" or not any(m in text for m in _TORCH_WRITE_FAILED):
+        return None
+    if _full(path):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return OSError(errno.EIO, _ENFORCE.sub("", text.splitlines()[0]), str(path))
 
 
 def _full(path: Path) -> bool:

@@ -225,7 +225,7 @@ class RuntimeConfig:
     # document); flex and varlen train on CUDA only. The electra family runs sdpa.
     attention: str = "sdpa"
     # progress on stderr: a bar on a terminal, else (a log file) a plain line at each tenth of
-    # the work or every minute; --no-progress on every command turns it off
+    # the work or every minute; --no-progress turns it off (every command takes it)
     progress: bool = True
 
     def __post_init__(self) -> None:

@@ -274,9 +274,9 @@ def finetune_cli(capsys, model, task, data, out, *extra):
 
 def varied_sst_dir(root, n=32):
     """SST-2-format files as `sst_dir`'s, with sentences of 1 to 6 filler words."""
-    rows = [[f"{sentence(i, 1 + i % 6)} {'good' if i % 2 else 'bad'}", i % 2] for i in range(n)]
-    write_tsv(root / "train.tsv", [["sentence", "label"], *rows])
-    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[:8]])
+    rows = [[f"{sentence(i, 1 + i % 6)} {'good' if i % 2 else 'bad'}", i % 2] for i in range(n + 8)]
+    write_tsv(root / "train.tsv", [["sentence", "label"], *rows[:n]])
+    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[n:]])  # rows it does not train on
     return root
 
 

@@ -199,7 +199,7 @@ def test_a_run_that_predicts_one_class_is_flagged_and_warned(tmp_path, capsys, t
     which scores exactly the baseline on a dev set of both classes."""
     rows = [[sentence(i), 1] for i in range(16)]
     write_tsv(tmp_path / "sst" / "train.tsv", [["sentence", "label"], *rows])
-    dev = [[sentence(i + 3), i % 2] for i in range(8)]
+    dev = [[sentence(i + 20), i % 2] for i in range(8)]  # rows it did not train on
     write_tsv(tmp_path / "sst" / "dev.tsv", [["sentence", "label"], *dev])
     out = tmp_path / "ft"
     code, stdout, err = finetune_cli(

@@ -309,7 +309,7 @@ def test_tokenizer_that_does_not_fit_the_checkpoint(data, tmp_path, capsys, corp
     code, _, err = run_cli(
         capsys, "pretrain", "--resume", tmp_path / "run", "--data", other, "--steps", 4
     )
-    assert_one_line_error(code, err, "vocabulary")
+    assert_one_line_error(code, err, "different vocabularies")
 
 
 def test_run_folder_is_not_overwritten(data, tmp_path, capsys):

@@ -74,7 +74,7 @@ def test_dev_split_holds_out_seeded_rows_that_evaluate_alone_scores(
 
     # evaluate, given the training file, scores the held-out rows, and the same as finetune
     accuracy = results["metrics"]["accuracy"]
-    for data in (["--data", train], ["--data", tmp_path]):
+    for data in (["--data", train], ["--data", tmp_path, "--overwrite"]):
         code, stdout, err = run_cli(capsys, "evaluate", "--model", out, *data)
         assert code == 0, err
         assert f"accuracy: {accuracy:.2f}" in stdout and "10 examples held out" in err

@@ -362,7 +362,7 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
 
 
 def test_an_arm_runs_in_one_process_at_a_time(tmp_path):
-    from electra.engine.runlock import RunLock
+    from electra.locks import RunLock
 
     mine = RunLock(tmp_path / "electra")
     assert mine.try_acquire()

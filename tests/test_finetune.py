@@ -46,9 +46,9 @@ from .numerics import assert_same_computation, encoder_depth, rounding_bound
 
 def sst_dir(root, n=24):
     """SST-2-format files where the label is whether "good" is in the sentence."""
-    rows = [[f"{sentence(i)} {'good' if i % 2 else 'bad'} ", i % 2] for i in range(n)]
-    write_tsv(root / "train.tsv", [["sentence", "label"], *rows])
-    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[:8]])
+    rows = [[f"{sentence(i)} {'good' if i % 2 else 'bad'} ", i % 2] for i in range(n + 8)]
+    write_tsv(root / "train.tsv", [["sentence", "label"], *rows[:n]])
+    write_tsv(root / "dev.tsv", [["sentence", "label"], *rows[n:]])  # rows it does not train on
     write_tsv(
         root / "test.tsv", [["index", "sentence"], *[[i, r[0]] for i, r in enumerate(rows[:5])]]
     )
@@ -147,14 +147,17 @@ def test_mnli_reports_both_dev_sets_and_writes_both_submissions(tmp_path, capsys
         "gold_label",
     ]
     labels = ("contradiction", "entailment", "neutral")
-    rows = [
-        [i, 0, 0, "g", "", "", "", "", sentence(i), sentence(i + 2), "", labels[i % 3]]
-        for i in range(12)
-    ]
+
+    def rows(start):
+        return [
+            [i, 0, 0, "g", "", "", "", "", sentence(i), sentence(i + 2), "", labels[i % 3]]
+            for i in range(start, start + 12)
+        ]
+
     for k, name in enumerate(("train", "dev_matched", "dev_mismatched")):  # no copies of train
-        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header, *rows[k:], *rows[:k]])
+        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header, *rows(15 * k)])
     for name in ("test_matched", "test_mismatched"):
-        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header[:10], *[r[:10] for r in rows[:4]]])
+        write_tsv(tmp_path / "MNLI" / f"{name}.tsv", [header[:10], *[r[:10] for r in rows(0)[:4]]])
     out = tmp_path / "ft"
     code, _, err = finetune_cli(
         capsys, tiny_pretrained, "mnli", tmp_path / "MNLI", out, "--epochs", "1", *FAST_FLAGS
@@ -424,10 +427,10 @@ def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
     ]
     rows = [
         [i, "g", "f", "y", "o", "s", "s", sentence(i), sentence(i + 1), f"{(i % 6) * 0.9:.1f}"]
-        for i in range(16)
+        for i in range(22)
     ]
-    write_tsv(tmp_path / "sts" / "train.tsv", [header, *rows])
-    write_tsv(tmp_path / "sts" / "dev.tsv", [header, *rows[:6]])
+    write_tsv(tmp_path / "sts" / "train.tsv", [header, *rows[:16]])
+    write_tsv(tmp_path / "sts" / "dev.tsv", [header, *rows[16:]])  # pairs it does not train on
     out = tmp_path / "ft"
     code, _, err = finetune_cli(
         capsys,
@@ -460,11 +463,11 @@ def test_regression_and_pair_doubling(tmp_path, capsys, tiny_pretrained):
 def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
     conll = tmp_path / "conll"
     conll.mkdir()
-    text = "".join(
-        f"Paris NNP B-NP B-LOC\n{w} NN I-NP O\nMary NNP B-NP B-PER\n\n" for w in WORDS[:20]
-    )
-    for name in ("train.txt", "valid.txt"):  # a copy of train as dev is refused: one line more
-        (conll / name).write_text("-DOCSTART- -X- -X- O\n\n" + text * (1 + (name == "valid.txt")))
+    for name, words in (("train.txt", WORDS[:20]), ("valid.txt", WORDS[20:40])):  # no copies
+        text = "".join(
+            f"Paris NNP B-NP B-LOC\n{w} NN I-NP O\nMary NNP B-NP B-PER\n\n" for w in words
+        )
+        (conll / name).write_text("-DOCSTART- -X- -X- O\n\n" + text)
     code, _, err = finetune_cli(
         capsys, tiny_pretrained, "ner", conll, tmp_path / "ner", "--epochs", "8", *FAST_FLAGS
     )
@@ -493,7 +496,8 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
         qa("q3", "what is money ?", None, impossible=True),
     ]
     squad_file(squad / "train-v2.0.json", questions)
-    squad_file(squad / "dev-v2.0.json", questions[::-1])  # the training file's copy is refused
+    asked_again = [{**q, "id": f"d{q['id']}", "question": f"so {q['question']}"} for q in questions]
+    squad_file(squad / "dev-v2.0.json", asked_again)  # a copy of training would be refused
     out = tmp_path / "qa"
     code, _, err = finetune_cli(
         capsys,
@@ -515,7 +519,8 @@ def test_ner_finetune_and_squad_finetune(tmp_path, capsys, tiny_pretrained):
         results["metrics"]
     )
     # its dev predictions in the official format, scored by `electra score` as the v2.0 script does
-    squad_file(squad / "test-v2.0.json", [{**q, "answers": []} for q in questions])
+    unlabelled = [{**q, "answers": [], "is_impossible": False} for q in questions]
+    squad_file(squad / "test-v2.0.json", unlabelled)  # training's questions: predicted, noted
     code, _, err = evaluate_cli(capsys, out, squad, "--split", "test", "--out", tmp_path / "test")
     assert code == 0, err
     submitted = json.loads((tmp_path / "test" / "predictions.json").read_text())

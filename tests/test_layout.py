@@ -58,7 +58,17 @@ def test_the_tree_is_one_level_of_subpackages():
     """Modules sit in one subpackage per step of the data flow (docs/architecture.md); only the
     few that every step shares stay at the top."""
     top = {p.name for p in PACKAGE.glob("*.py")}
-    shared = {"errors", "atomic", "jsonl", "config", "model_config", "overrides", "settings", "api"}
+    shared = {
+        "errors",
+        "atomic",
+        "locks",
+        "jsonl",
+        "config",
+        "model_config",
+        "overrides",
+        "settings",
+        "api",
+    }
     assert top <= {"__init__.py", *(f"{name}.py" for name in shared)}
     assert not [p for p in PACKAGE.glob("*/*/*.py")], "subpackages are one level deep"
 
@@ -87,3 +97,20 @@ def test_predict_evaluate_and_export_know_the_format_not_the_recipe():
     modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
     leaks = {module_name(p): imports(p, modules) & recipe for p in readers}
     assert not {m: r for m, r in leaks.items() if r}
+
+
+def test_lower_layers_import_nothing_above_them():
+    """errors, atomic, locks, config and model_config, data/ and model/ are what every command
+    stands on: none of them imports a layer above (the engine, objectives, tasks, fine-tuning,
+    Hugging Face, recipes, the CLI, the API)."""
+    lower = ("electra.errors", "electra.atomic", "electra.locks", "electra.config")
+    lower += ("electra.model_config", "electra.data", "electra.model")
+    upper = ("engine", "objectives", "tasks", "finetuning", "hf", "recipes", "cli", "api")
+    upper = tuple(f"electra.{name}" for name in upper)
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    found = {
+        name: sorted(m for m in imports(path, set(modules)) if m.startswith(upper))
+        for name, path in modules.items()
+        if name.startswith(lower)
+    }
+    assert not {name: up for name, up in found.items() if up}

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from electra.data.corpus import ReadStats, iter_documents, resolve_paths
-from electra.data.textcut import cut_to_tokens
+from electra.data.textcut import MAX_CHARS_PER_TOKEN, cut_to_tokens
 from electra.data.tokenizer import load_tokenizer, train_tokenizer
 from electra.errors import ElectraError
 from electra.finetuning.predict import LineCuts, _utf8_lines, line_chars
@@ -73,6 +73,15 @@ def test_token_ids_never_hands_the_tokenizer_a_whole_long_text(word_tok):  # noq
     [ids] = token_ids(Recording(), [text])
     assert max(seen) < 300_000 < len(text)
     assert len(ids) > 8192 and ids[:8192] == tok.encode(text, add_special_tokens=False).ids[:8192]
+
+
+def test_a_text_of_whitespace_is_cut_at_a_bound_not_tokenised_whole(word_tok):  # noqa: F811
+    """Runs of whitespace make no tokens: growing prefixes never pass the budget, so the cut is
+    at `MAX_CHARS_PER_TOKEN` characters a token, not the whole text."""
+    tok = load_tokenizer(word_tok)
+    text = "a" + " " * 2_000_000 + "b"
+    kept, cut = cut_to_tokens(tok, text, 512)
+    assert len(kept) <= 512 * MAX_CHARS_PER_TOKEN and cut == len(text) - len(kept) > 0
 
 
 # ------------------------------------------------------------------------ predict's standard input
@@ -241,3 +250,20 @@ def test_a_killed_prepare_is_quiet_and_the_next_one_cleans_its_folder(
     assert result.returncode == 0, result.stderr
     assert f"note: removed {stale}, the unfinished output of an earlier prepare" in result.stderr
     assert not stale.exists() and (out / "meta.json").is_file()
+
+
+def test_evaluate_says_how_many_inputs_it_cut(tmp_path_factory, tmp_path, capsys):
+    """evaluate cut texts past the model's length without a word; it says so now, as predict
+    does, and records the count."""
+    model = finetuned(tmp_path_factory, "sst2")  # max_seq_len 48
+    data = tmp_path / "sst"
+    data.mkdir()
+    rows = [["sentence", "label"], [words(5000, start=3), "1"], ["a short one", "0"]]
+    (data / "dev.tsv").write_text("".join("\t".join(r) + "\n" for r in rows))
+    out = tmp_path / "eval"
+    code, _, err = run_cli(
+        capsys, "evaluate", "--model", model, "--dev", data / "dev.tsv", "--out", out
+    )
+    assert code == 0, err
+    assert "warning: dev: 1 of 2 inputs were longer than the model's 48 tokens" in err
+    assert json.loads((out / "results.json").read_text())["truncated"] == {"dev": 1}

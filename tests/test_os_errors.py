@@ -166,7 +166,8 @@ def test_safetensors_on_a_full_disk_is_an_os_error_naming_the_file(
 
 def test_torch_save_on_a_full_disk_becomes_enospc(tmp_path, monkeypatch):
     """torch.save's RuntimeError on a full disk says only "unexpected pos": a disk with no space
-    left tells it apart from other RuntimeErrors, which pass as they are."""
+    left makes it ENOSPC; on a disk with room it is an I/O error in torch's words; other
+    RuntimeErrors pass as they are."""
     path = tmp_path / "state.pt"
 
     def full_torch_save(*args):
@@ -178,8 +179,11 @@ def test_torch_save_on_a_full_disk_becomes_enospc(tmp_path, monkeypatch):
         torch.save({}, path)
     assert e.value.errno == errno.ENOSPC and e.value.filename == str(path)
     monkeypatch.setattr("shutil.disk_usage", lambda p: type("U", (), {"free": 1 << 30})())
-    with pytest.raises(RuntimeError, match="unexpected pos"), writing(path):
+    with pytest.raises(OSError) as e, writing(path):
         torch.save({}, path)
+    assert e.value.errno == errno.EIO and e.value.strerror == "unexpected pos 576 vs 534"
+    with pytest.raises(RuntimeError, match="a kernel's"), writing(path):
+        raise RuntimeError("a kernel's error")
     with pytest.raises(ValueError), writing(path):
         raise ValueError("not a disk's error")
 
@@ -215,3 +219,28 @@ def test_each_errno_has_its_remedy(code, remedy):
     assert line.startswith(f"/a/b -> /c d: {os.strerror(code)}: ") and remedy in line
     assert "\n" not in line
     assert os_error_line(OSError(code, os.strerror(code))).startswith(os.strerror(code))
+
+
+def test_the_tokenizers_library_error_on_a_full_disk_becomes_enospc(tmp_path):
+    """`tokenizers` raises a bare Exception with the system's words."""
+    path = tmp_path / "tokenizer.json"
+    with pytest.raises(OSError) as e, writing(path):
+        raise Exception("No space left on device (os error 28)")  # noqa: TRY002
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(path)
+    with pytest.raises(Exception, match="a library's own"), writing(path):
+        raise Exception("a library's own")  # noqa: TRY002
+
+
+def test_a_short_write_without_an_errno_reads_as_a_full_disk(tmp_path, monkeypatch):
+    """numpy's `tofile` on a full disk raises OSError("N requested and M written"), no errno:
+    on a disk with no room it is ENOSPC; elsewhere its own words, never "[Errno None] None"."""
+    monkeypatch.setattr("shutil.disk_usage", lambda p: type("U", (), {"free": 0})())
+    with pytest.raises(OSError) as e, atomic_dir(tmp_path / "data"):
+        raise OSError("152864 requested and 10176 written")
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path / "data")
+    assert os_error_line(e.value).startswith(f"{tmp_path / 'data'}: No space left on device: free")
+    monkeypatch.setattr("shutil.disk_usage", lambda p: type("U", (), {"free": 1 << 30})())
+    with pytest.raises(OSError) as e, atomic_dir(tmp_path / "data"):
+        raise OSError("152864 requested and 10176 written")
+    assert "152864 requested and 10176 written" in os_error_line(e.value)
+    assert "None" not in os_error_line(e.value)

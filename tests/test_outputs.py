@@ -1,6 +1,6 @@
 """Outputs are never lost and never shared: every command that writes refuses an existing output
 unless told (--overwrite), and a second process writing the same output is refused while the
-first holds it (`electra.engine.runlock.claim_output`: a lock beside the output)."""
+first holds it (`electra.locks.claim_output`: a lock beside the output)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from electra.engine.runlock import OutputLock, claim_output
 from electra.errors import ElectraError
+from electra.locks import OutputLock, claim_output
 from electra.recipes.experiment import check_same_experiment
 
 from .conftest import assert_one_line_error, predict_cli, run_cli
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 # A process that claims an output and holds it until its standard input closes.
 HOLDER = """
 import sys
-from electra.engine.runlock import claim_output
+from electra.locks import claim_output
 with claim_output(sys.argv[1], overwrite=True):
     print("held", flush=True)
     sys.stdin.read()
@@ -91,7 +91,7 @@ def test_an_existing_output_is_refused_unless_overwrite(tmp_path):
     with pytest.raises(ElectraError, match="already exists: pass --overwrite"), claim_output(out):
         pass
     assert out.read_text() == "precious"
-    with claim_output(out, overwrite=True):
+    with claim_output(out, overwrite=True, folder=False):
         out.write_text("new")
     (tmp_path / "empty").mkdir()  # an empty folder holds nothing to lose
     with claim_output(tmp_path / "empty"):
@@ -190,3 +190,79 @@ def test_an_experiment_out_must_be_new_or_the_same_experiment(tmp_path):
     (tmp_path / "mine" / "thesis.tex").write_text("keep")
     with pytest.raises(ElectraError, match="is not an experiment's folder"):
         check_same_experiment(tmp_path / "mine", record)
+
+
+def test_evaluate_out_is_claimed_and_replaced_only_with_overwrite(
+    tmp_path_factory, tmp_path, capsys
+):
+    model = finetuned(tmp_path_factory, "sst2")
+    data = data_dirs(tmp_path_factory)["sst2"]
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--model", model, "--task", "sst2", "--data", data, "--out", out]
+    with held_by_another_process(out) as pid:
+        code, _, err = run_cli(capsys, *argv)
+        assert_one_line_error(code, err, f"{out} is being written by pid {pid} on ")
+    assert not out.exists()
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    first = (out / "results.json").read_text()
+    (out / "results.json").write_text("kept")
+    code, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(code, err, f"{out} already exists: pass --overwrite")
+    assert (out / "results.json").read_text() == "kept"
+    code, _, err = run_cli(capsys, *argv, "--overwrite")
+    assert code == 0, err
+    assert (out / "results.json").read_text() == first
+
+
+def test_a_replace_killed_between_its_renames_is_finished_by_the_next_claim(tmp_path, capsys):
+    """`replace_dir` renames the old output aside, then the new one in: a kill between the two
+    leaves the old one hidden. The next command to claim the output puts it back (or, where the
+    new one is in place, removes it), and says so."""
+    out = tmp_path / "out"
+    (tmp_path / ".out.old-4242").mkdir()
+    (tmp_path / ".out.old-4242" / "model.safetensors").write_text("the user's model")
+    with pytest.raises(ElectraError, match="already exists"), claim_output(out):
+        pass
+    assert (out / "model.safetensors").read_text() == "the user's model"
+    assert "note: put back" in capsys.readouterr().err
+    (tmp_path / ".out.old-4243").mkdir()
+    with claim_output(out, overwrite=True):
+        pass
+    assert names(tmp_path) == ["out"]
+    assert "note: removed .out.old-4243" in capsys.readouterr().err
+
+
+def test_the_current_folder_is_no_output(tmp_path, monkeypatch):
+    """`--out .` (or a folder above) would be renamed aside and replaced, the shell's folder
+    with it: refused in one line, whatever --overwrite says."""
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    for out in (".", "..", str(tmp_path / "here"), "sub/.."):
+        refused = pytest.raises(ElectraError, match="is the current folder or holds it")
+        with refused, claim_output(out, overwrite=True):
+            pass
+    assert names(tmp_path) == ["here"] and names(tmp_path / "here") == []
+
+
+def test_overwrite_never_takes_an_input_or_another_kind_of_output(tmp_path):
+    """--overwrite replaced a command's own input (`finetune --data proj --out proj`), a file with
+    a folder, and folders no such command wrote."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.csv").write_text("text,label\n")
+    cases = [
+        ("an input of this command", proj, dict(reads=[proj / "train.csv"])),
+        ("an input of this command", proj, dict(reads=[proj])),
+        ("holds none of results.json", proj, {}),
+        ("a folder, with a file", proj, dict(folder=False)),
+        ("a file, with a folder", proj / "train.csv", {}),
+    ]
+    for message, out, how in cases:
+        refused = pytest.raises(ElectraError, match=message)
+        with refused, claim_output(out, overwrite=True, replaces=("results.json",), **how):
+            pass
+    assert (proj / "train.csv").read_text() == "text,label\n"
+    (proj / "results.json").write_text("{}")  # a folder the command wrote: replaced
+    with claim_output(proj, overwrite=True, replaces=("results.json",)):
+        pass

@@ -8,9 +8,9 @@ import pytest
 
 from electra.data.store import PretrainingData
 from electra.engine.checkpoint import checkpoint_dirs
-from electra.engine.runlock import LOCK_FILE
 from electra.engine.train import pretrain, resolve_run
 from electra.errors import ElectraError
+from electra.locks import LOCK_FILE
 
 from .conftest import tiny_cfg
 
@@ -66,7 +66,10 @@ def test_resuming_needs_a_complete_checkpoint(wikitext_data, tmp_path):
     cfg = tiny_cfg(wikitext_data)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    with pytest.raises(ElectraError, match=r"has no checkpoint to resume from: start it without"):
+    with pytest.raises(
+        ElectraError,
+        match=r"has no checkpoint to resume from \(nor a config.json\): start it without",
+    ):
         resolve_run(cfg, run_dir, True, data_of(cfg))
     (run_dir / "checkpoints" / "step_000002").mkdir(parents=True)
     with pytest.raises(ElectraError, match=r"has only incomplete checkpoints to resume from"):

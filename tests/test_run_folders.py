@@ -20,11 +20,13 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from electra.config import ObjectiveConfig, RunConfig
+from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine.checkpoint import checkpoint_dirs, is_complete
-from electra.engine.runlock import RunLock
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
+from electra.hf.export import export_hf
+from electra.locks import RunLock
 from electra.objectives.metrics import (
     AUC_HISTOGRAMS,
     NAN_BIN,
@@ -140,7 +142,10 @@ def test_a_run_killed_before_its_first_checkpoint_goes_forward(wikitext_data, tm
 
 def test_a_folder_without_a_config_has_nothing_to_resume(wikitext_data, tmp_path):
     (tmp_path / "run").mkdir()
-    with pytest.raises(ElectraError, match="has no checkpoint to resume from: start it without"):
+    with pytest.raises(
+        ElectraError,
+        match=r"has no checkpoint to resume from \(nor a config.json\): start it without",
+    ):
         pretrain(tiny_cfg(wikitext_data), tmp_path / "run", resume=True)
 
 
@@ -191,14 +196,20 @@ def test_leftovers_are_cleaned_on_the_next_run_but_not_under_a_live_one(
     run = pretrain(tiny_cfg(wikitext_data, **{"train.stop_after": 2}), tmp_path / "run")
     left = [
         run / "checkpoints" / ".step_00000004.tmp",  # a checkpoint cut short (atomic_dir)
-        run / "checkpoints" / ".step_00000002.old-4242",  # one renamed aside (replace_dir)
         run / ".discriminator.tmp",  # a model folder cut short
         run / ".metrics.jsonl.4242.tmp",  # a file cut short (atomic_path)
     ]
-    for path in left[:3]:
+    for path in left[:2]:
         path.mkdir()
         (path / "model.safetensors").write_bytes(b"partial")
-    left[3].write_text("{}")
+    left[2].write_text("{}")
+    # Replaces killed after they put the old one aside (replace_dir): with the new one in place
+    # the old one goes; without, it comes back (here, the checkpoint the run resumes from).
+    replaced = run / ".config.json.old-4242"
+    replaced.write_text("{}")
+    aside = run / "checkpoints" / ".step_00000002.old-4243"
+    (run / "checkpoints" / "step_00000002").rename(aside)
+    left += [replaced, aside]
     with RunLock(run), pytest.raises(ElectraError, match="is in use by"):
         pretrain(tiny_cfg(wikitext_data), run, resume=True)
     assert all(p.exists() for p in left)  # a live process may be writing them
@@ -207,7 +218,10 @@ def test_leftovers_are_cleaned_on_the_next_run_but_not_under_a_live_one(
     err = capsys.readouterr().err
     assert not any(p.exists() for p in left)
     said = [line for line in err.splitlines() if line.startswith("removed what a killed run")]
-    assert len(said) == 1 and all(str(p.relative_to(run)) in said[0] for p in left)
+    assert len(said) == 1 and all(str(p.relative_to(run)) in said[0] for p in left[:3])
+    assert f"note: put back {run / 'checkpoints' / 'step_00000002'}" in err
+    assert "note: removed .config.json.old-4242" in err
+    assert "starting it again from step 0" not in err  # resumed from the checkpoint put back
     assert (run / ".lock").is_file() and (run / "discriminator").is_dir()
 
 
@@ -316,3 +330,29 @@ def test_sharing_full_is_all():
     assert ObjectiveConfig(sharing="embedding").sharing == "embeddings"
     with pytest.raises(ElectraError, match=r"choose one of none, embeddings, all, gdes \(full for"):
         ObjectiveConfig(sharing="tied")
+
+
+def test_a_folder_holding_only_leftovers_takes_a_new_run(wikitext_data, tmp_path, capsys):
+    """A command killed before it wrote anything but a temporary leaves no run to continue: the
+    folder takes a new run, which clears the leftover."""
+    run = tmp_path / "run"
+    (run / ".discriminator.tmp").mkdir(parents=True)
+    pretrain(tiny_cfg(wikitext_data, **{"train.stop_after": 1}), run)
+    assert not (run / ".discriminator.tmp").exists()
+    assert "removed what a killed run left" in capsys.readouterr().err
+
+
+def test_a_swapped_run_tokenizer_is_refused_by_export_and_resume(wikitext_data, tmp_path):
+    """RUN/tokenizer replaced by another run's: `export --step` would ship the weights with the
+    wrong vocabulary (and stamp its fingerprint on them), `--resume` train on with it."""
+    run = pretrain(tiny_cfg(wikitext_data, **{"train.stop_after": 2}), tmp_path / "run")
+    corpus = tmp_path / "other.txt"
+    corpus.write_text(" ".join(f"zebra{i % 31} quux{i % 7}" for i in range(2000)))
+    shutil.rmtree(run / "tokenizer")
+    other = train_tokenizer([corpus], vocab_size=60, min_frequency=1)
+    save_tokenizer(other, run / "tokenizer", lowercase=True)
+    with pytest.raises(ElectraError, match="are of different vocabularies"):
+        export_hf(run, tmp_path / "hf", step=2)
+    assert not (tmp_path / "hf").exists()
+    with pytest.raises(ElectraError, match="copy it back if it was replaced"):
+        pretrain(tiny_cfg(wikitext_data), run, resume=True)

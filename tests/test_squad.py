@@ -159,8 +159,10 @@ def test_evaluate_test_file_writes_official_files_scored_as_the_run(
     data = tmp_path / "squad"
     data.mkdir()
     squad_file(data / "train-v2.0.json", questions)
-    squad_file(data / "dev-v2.0.json", questions[::-1])  # copies of train are refused as dev...
-    test = squad_file(tmp_path / "labelled-test.json", questions[1:] + questions[:1])  # ...or test
+    # Copies of train would be refused as dev or test: the same questions, asked again.
+    asked = [{**q, "question": f"so {q['question']}"} for q in questions]
+    squad_file(data / "dev-v2.0.json", asked[::-1])
+    test = squad_file(tmp_path / "labelled-test.json", asked[1:] + asked[:1])
     out = tmp_path / "ft"
     fast = ["--epochs", "1", "--max-seq-len", "32", "--doc-stride", "8", "--no-progress"]
     code, _, err = run_cli(

@@ -368,3 +368,16 @@ def test_init_from_names_only_the_folders_it_takes(tmp_path, kind):
         assert refused not in text
     if kind != "ModernBertModel":
         assert "ModernBertModel" not in text
+
+
+def test_every_command_takes_no_progress():
+    """A script passes --no-progress to every command alike: those that show no progress take
+    it too, rather than stop at "unrecognized arguments"."""
+    from electra.cli.main import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for name, command in commands.items():
+        if name == "tokenizer":
+            command = command._subparsers._group_actions[0].choices["train"]
+        assert any("--no-progress" in a.option_strings for a in command._actions), name

@@ -17,11 +17,14 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     from electra.atomic import atomic_dir
     from electra.data.corpus import resolve_paths
     from electra.data.tokenizer import lowercases, model_specials, save_tokenizer, train_tokenizer
-    from electra.engine.runlock import claim_output
+    from electra.locks import claim_output
 
     model_specials(args.model)  # a wrong kind is refused before the corpus is read
     out = Path(args.out)
-    with claim_output(out, args.overwrite):  # before the corpus is read: one writer, nothing lost
+    claim = claim_output(  # before the corpus is read: one writer, nothing lost
+        out, args.overwrite, reads=args.corpus, replaces=("tokenizer.json", "vocab.txt")
+    )
+    with claim:
         paths = resolve_paths(args.corpus)
         tok = train_tokenizer(
             paths,
@@ -307,6 +310,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         _inference_runtime(args),
         _reading(args),
         drop_overlap=args.drop_overlap,
+        overwrite=args.overwrite,
     )
     for line in summary_lines(results, split):
         print(line)

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_presets(sub)
     _add_demo(sub)
     _add_threads(sub)
+    _add_quiet(sub)
     return p
 
 
@@ -324,6 +325,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="the split to evaluate (default: the one split file given, else dev)",
     )
     ev.add_argument("--out", help="default: MODEL/eval-SPLIT")
+    ev.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     _add_reading(ev)
     ev.add_argument(
         "--label-column",
@@ -447,6 +449,18 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--steps", type=int, help="pretraining steps (default: the tiny preset's)")
     _add_progress_off(dm, "while it pretrains")
     dm.set_defaults(func=cmd_demo)
+
+
+def _add_quiet(sub: argparse._SubParsersAction) -> None:
+    """--no-progress on the commands that show none, so that a script may pass it to every
+    command alike."""
+    for name, parser in sub.choices.items():
+        if name == "tokenizer":
+            parser = parser._subparsers._group_actions[0].choices["train"]
+        if not any("--no-progress" in a.option_strings for a in parser._actions):
+            parser.add_argument(
+                "--no-progress", action="store_true", help="accepted: this command shows none"
+            )
 
 
 def _add_threads(sub: argparse._SubParsersAction) -> None:

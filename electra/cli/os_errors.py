@@ -32,7 +32,8 @@ def os_error_line(e: OSError) -> str:
     """The message of `e` in one line: "PATH: cause: remedy" (both paths of a rename)."""
     paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
     where = " -> ".join(paths)
-    cause = e.strerror or str(e) or type(e).__name__
+    # An OSError made with a message only (numpy's short write) has it in args, not strerror.
+    cause = e.strerror or (str(e.args[0]) if e.args else "") or type(e).__name__
     remedy = REMEDIES.get(e.errno, OTHER)
     text = f"{where}: {cause}: {remedy}" if where else f"{cause}: {remedy}"
     return " ".join(text.split())  # one line, whatever the cause's text holds

@@ -31,7 +31,7 @@ from electra.data.store import (
     MAX_SEQ_LEN,
     MIN_SEQ_LEN,
     check_int,
-    file_digest,
+    file_sha256,
 )
 from electra.data.tokenizer import (
     continuation_ids,
@@ -41,8 +41,8 @@ from electra.data.tokenizer import (
     save_tokenizer,
     tokenizer_special_ids,
 )
-from electra.engine.runlock import claim_output
 from electra.errors import ElectraError
+from electra.locks import claim_output
 
 # Chunks of consecutive documents are the unit of parallel work and of RNG seeding. Their
 # limits are constants, so chunk boundaries, and thus the output, never depend on worker count.
@@ -264,7 +264,7 @@ class _ShardWriter:
             self.documents = [documents[n:]]
         # Read back from the page cache: the digest is of the bytes on disk, checked at open.
         shard[CHECKSUM] = {
-            role: file_digest(self.folder / shard[role])
+            role: file_sha256(self.folder / shard[role])
             for role in ("ids", "lengths", "documents")
             if role in shard
         }
@@ -309,7 +309,9 @@ def prepare(
     stats = ReadStats()
     # One writer per folder (a second `prepare` into it is refused), the existing one kept
     # unless `overwrite`: checked again under the lock (`claim_output`).
-    with claim_output(out_dir, overwrite), atomic_dir(out_dir, tag=_temporary_tag(out_dir)) as tmp:
+    reads = [*corpus, tokenizer_path]
+    claim = claim_output(out_dir, overwrite, reads=reads, replaces=("meta.json",))
+    with claim, atomic_dir(out_dir, tag=_temporary_tag(out_dir)) as tmp:
         writer = _pack_corpus(tmp, paths, tok, settings, shard_size, workers, stats)
         meta = _meta(tok, special, settings, writer, stats, corpus)
         save_tokenizer(tok, tmp / "tokenizer", lowercase=lowercases(tok), special=special)

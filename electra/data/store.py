@@ -122,6 +122,11 @@ class PretrainingData:
         for role, name in (("ids", ids), ("lengths", lengths), ("documents", documents)):
             expected = digests.get(role) if name else None
             if expected is None:
+                if name and digests:  # recorded for the shard's other files, not this one
+                    raise ElectraError(
+                        f"{self.path / 'meta.json'} records no {CHECKSUM} for {name}: run "
+                        f"`electra prepare` again to rebuild {self.path}"
+                    )
                 continue
             path = self.path / name
             try:
@@ -133,7 +138,13 @@ class PretrainingData:
             key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
             if key in _checked:
                 continue
-            if file_digest(path) != expected:
+            try:
+                actual = file_sha256(path)
+            except OSError as e:
+                raise ElectraError(
+                    f"cannot read shard {path} ({e.strerror}): run `electra prepare` again"
+                ) from None
+            if actual != expected:
                 raise ElectraError(
                     f"shard {path} is not the file `electra prepare` wrote (its {CHECKSUM} "
                     "differs from meta.json's): run `electra prepare` again to rebuild "
@@ -277,17 +288,13 @@ class BatchStream:
         return self._permutation
 
 
-def file_digest(path: Path) -> str:
-    """The hex `CHECKSUM` of a file, read a block at a time."""
-    digest = hashlib.new(CHECKSUM)
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(_HASH_BLOCK):
-                digest.update(block)
-    except OSError as e:
-        raise ElectraError(
-            f"cannot read shard {path} ({e.strerror}): run `electra prepare` again"
-        ) from None
+def file_sha256(path: str | Path) -> str:
+    """The hex SHA-256 of a file, read a block at a time: a shard's checksum, a checkpoint's, a
+    fine-tuned model's training file's."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            digest.update(block)
     return digest.hexdigest()
 
 

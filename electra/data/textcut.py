@@ -24,18 +24,23 @@ SHORT_CHARS_PER_TOKEN = 0.25
 # The whitespace a prefix may end at is looked for in its last eighth, so that a text without any
 # near the cut (a long word, a URL) is cut where it must be rather than much shorter.
 _LOOK_BACK = 8
+# The longest prefix tokenised: this many characters per token of the budget. A text whose prefix
+# this long still holds no more tokens than the budget is mostly what tokenizers drop (runs of
+# whitespace, control characters), and is cut here rather than tokenised whole.
+MAX_CHARS_PER_TOKEN = 64
 _SPACE = re.compile(r"\s")
 
 
 def cut_to_tokens(tok: Tokenizer, text: str, budget: int) -> tuple[str, int]:
-    """`text`, or a prefix of it that holds more than `budget` tokens (special tokens left out),
-    and how many characters were cut from its end (0: the text is whole)."""
+    """`text`, or a prefix of it that holds more than `budget` tokens (special tokens left out)
+    or, where none of `MAX_CHARS_PER_TOKEN` characters per token does, that long a prefix; and
+    how many characters were cut from its end (0: the text is whole)."""
     if len(text) <= budget * SHORT_CHARS_PER_TOKEN or budget <= 0:
         return text, 0
-    size = max(budget * FIRST_CHARS_PER_TOKEN, 64)
+    size, most = max(budget * FIRST_CHARS_PER_TOKEN, 64), budget * MAX_CHARS_PER_TOKEN
     while size < len(text):
-        prefix = text[: word_end(text, size)]
-        if len(tok.encode(prefix, add_special_tokens=False).ids) > budget:
+        prefix = text[: word_end(text, min(size, most))]
+        if size >= most or len(tok.encode(prefix, add_special_tokens=False).ids) > budget:
             return prefix, len(text) - len(prefix)
         size *= 2
     return text, 0

@@ -26,6 +26,7 @@ from tokenizers import (
 )
 from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
 
+from electra.atomic import writing
 from electra.data.corpus import ReadStats, iter_documents, warn_read
 
 # SpecialIds is re-exported: the objectives and tasks import it from here.
@@ -404,7 +405,8 @@ def save_tokenizer(
     out_dir.mkdir(parents=True, exist_ok=True)
     special = special or special_ids(tok)
     framing(tok, special, str(out_dir))
-    tok.save(str(out_dir / "tokenizer.json"))
+    with writing(out_dir / "tokenizer.json"):  # the Rust library's own error on a full disk
+        tok.save(str(out_dir / "tokenizer.json"))
     wordpiece = isinstance(tok.model, models.WordPiece)
     if wordpiece:  # a BERT vocab.txt means something only for WordPiece
         tokens = vocabulary(tok)

@@ -15,10 +15,8 @@ may resume with another number of processes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -36,8 +34,9 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from electra.atomic import atomic_dir, fsync_dir, fsync_file
+from electra.atomic import atomic_dir, fsync_dir, fsync_file, writing
 from electra.config import RunConfig
+from electra.data.store import file_sha256
 from electra.engine.distributed import any_rank
 from electra.errors import ElectraError
 
@@ -60,19 +59,11 @@ def checkpoint_dirs(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[len(PREFIX) :]))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def is_complete(path: Path) -> bool:
     """Whether every file of checkpoint `path` is present with the checksum written for it."""
     try:
         sums = json.loads((path / CHECKSUMS).read_text())
-        return set(sums) == set(FILES) and all(_sha256(path / f) == sums[f] for f in FILES)
+        return set(sums) == set(FILES) and all(file_sha256(path / f) == sums[f] for f in FILES)
     except (OSError, ValueError, TypeError):
         return False
 
@@ -95,29 +86,17 @@ def _canonical_names(model: nn.Module) -> dict[str, str]:
     return {n: min(names) for names in by_tensor.values() for n in names}
 
 
-class WriteFailed(Exception):
-    """torch.save or safetensors' save_file failed writing a file: neither raises OSError (a
-    full disk makes torch.save raise RuntimeError, "PytorchStreamWriter failed writing file")."""
-
-
-def _written(write: Any, *args: Any) -> None:
-    """`write(*args)`, its failure to write raised as `WriteFailed` with its first sentence (torch
-    prefixes its own "[enforce fail at inline_container.cc:N] . ")."""
-    try:
-        write(*args)
-    except (RuntimeError, SafetensorError) as e:
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise WriteFailed(re.sub(r"^\[enforce fail at [^\]]*\]\s*\.?\s*", "", text)) from e
-
-
 def _write_files(tmp: Path, weights: dict, state: dict, cfg: RunConfig) -> None:
-    _written(save_file, weights, str(tmp / "model.safetensors"))
-    _written(torch.save, state, tmp / "state.pt")
+    # Neither writer raises OSError on a full disk: `writing` makes one of their errors.
+    with writing(tmp / "model.safetensors"):
+        save_file(weights, str(tmp / "model.safetensors"))
+    with writing(tmp / "state.pt"):
+        torch.save(state, tmp / "state.pt")
     cfg.save(tmp / "config.json")
     sums = {}
     for name in FILES:
         fsync_file(tmp / name)
-        sums[name] = _sha256(tmp / name)
+        sums[name] = file_sha256(tmp / name)
     (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=2) + "\n")
     fsync_file(tmp / CHECKSUMS)
     fsync_dir(tmp)
@@ -150,13 +129,14 @@ def save_checkpoint(
             # Files and folder flushed to disk before the rename, the rename after it.
             with atomic_dir(final, fsync=True) as tmp:
                 _write_files(tmp, weights, state, cfg)
-        except (OSError, WriteFailed) as e:
+        except OSError as e:
             previous = latest_complete(run_dir)
-            error = f"cannot write checkpoint {final} ({_reason(e, root)}); " + (
+            error = f"cannot write checkpoint {final} ({e.strerror or e}); " + (
                 f"the last complete checkpoint, {previous.name}, is intact: free space, "
                 f"then continue with `electra pretrain --resume {run_dir}`"
                 if previous
-                else "there is no earlier checkpoint: free space and start again"
+                else "there is no earlier checkpoint: free space, then start it again from step "
+                f"0 with `electra pretrain --resume {run_dir}`"
             )
         else:
             for old in checkpoint_dirs(run_dir)[:-keep_last]:
@@ -165,18 +145,6 @@ def save_checkpoint(
     if any_rank(bool(error), next(model.parameters()).device):
         raise ElectraError(error or "rank 0 could not write a checkpoint: see its error")
     return final
-
-
-def _reason(error: OSError | WriteFailed, root: Path) -> str:
-    """Why a checkpoint could not be written, as the user can act on it: a writer's failure on a
-    disk with no room left is that."""
-    if isinstance(error, OSError):
-        return error.strerror or str(error)
-    try:
-        full = shutil.disk_usage(root).free < 1 << 20
-    except OSError:
-        full = False
-    return "No space left on device" if full else str(error)
 
 
 def load_checkpoint(

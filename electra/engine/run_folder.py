@@ -10,22 +10,25 @@ live process is writing.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
+from electra.atomic import recover_replaced
 from electra.config import RunConfig, apply_overrides
 from electra.data.store import PretrainingData
 from electra.data.tokenizer import fingerprint, load_tokenizer
 from electra.engine.checkpoint import checkpoint_dirs, latest_complete
 from electra.engine.distributed import restarted_by_torchrun
-from electra.engine.runlock import LOCK_FILE
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
 from electra.jsonl import write_jsonl
+from electra.locks import LOCK_FILE, RunLock
 from electra.overrides import flatten
 
 # Settings a resumed run may change: how long it trains and when it stops, how often it logs and
@@ -82,10 +85,13 @@ RUN_ENTRIES = {
 # Hidden temporaries of electra.atomic: `.NAME.tmp` (atomic_dir), `.NAME.PID.tmp[.suffix]`
 # (atomic_path) and `.NAME.old-PID` (replace_dir), left behind by a killed command.
 LEFTOVER = re.compile(r"^\..+\.(tmp|\d+\.tmp(\..*)?|old-\d+)$")
+_ASIDE = re.compile(r"^\.(.+)\.old-\d+$")  # the name of what a replace renamed aside
 
 
 def say(line: str) -> None:
-    print(line, file=sys.stderr)
+    """A line on stderr, from the first process only (torchrun's others decide alike)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(line, file=sys.stderr)
 
 
 def resume_point(
@@ -106,20 +112,28 @@ def resume_point(
             )
         if not (run_dir / "config.json").is_file():
             raise ElectraError(
-                f"{run_dir} has no checkpoint to resume from: start it without --resume"
+                f"{run_dir} has no checkpoint to resume from (nor a config.json): start it "
+                "without --resume, with --overwrite where the folder holds a run's files"
             )
         say(f"no checkpoint in {run_dir} yet: starting it again from step 0 with its saved config")
     saved_at = (latest or run_dir) / "config.json"
     saved = RunConfig.load(saved_at)
-    tokenizer = run_dir / "tokenizer"
-    if tokenizer.is_dir() and (
-        fingerprint(load_tokenizer(tokenizer)) != data.meta["tokenizer_fingerprint"]
-    ):
-        raise ElectraError(
-            f"the data in {cfg.data.path} was tokenized with another vocabulary than run {run_dir}: "
-            "resume with data prepared with the run's tokenizer (RUN/tokenizer)"
-        )
+    check_run_tokenizer(run_dir, cfg.data.path, data.meta["tokenizer_fingerprint"])
     return resumed_settings(cfg, saved, run_dir), latest
+
+
+def check_run_tokenizer(run_dir: Path, data_path: Any, data_fingerprint: str | None) -> None:
+    """Refuses a run whose tokenizer/ is not the vocabulary of the data folder it names (one of
+    them was swapped: the data for another folder's, or RUN/tokenizer for another run's)."""
+    tokenizer = Path(run_dir) / "tokenizer"
+    if data_fingerprint is None or not tokenizer.is_dir():
+        return
+    if fingerprint(load_tokenizer(tokenizer)) != data_fingerprint:
+        raise ElectraError(
+            f"{tokenizer} and the data in {data_path} are of different vocabularies: use the data "
+            "the run was trained on, and the run's own tokenizer/ folder (copy it back if it was "
+            "replaced)"
+        )
 
 
 def resumed_settings(cfg: RunConfig, saved: RunConfig, run_dir: Path) -> RunConfig:
@@ -187,7 +201,8 @@ def check_new_folder(run_dir: Path, overwrite: bool, cfg: RunConfig) -> None:
         return
     if not run_dir.is_dir():
         raise ElectraError(f"--out {run_dir} is a file, not a folder: choose another --out")
-    entries = [p for p in run_dir.iterdir() if p.name != LOCK_FILE]
+    # What killed commands left is cleared once the run holds the folder (remove_leftovers).
+    entries = [p for p in run_dir.iterdir() if p.name != LOCK_FILE and not LEFTOVER.match(p.name)]
     if not entries:
         return
     if not overwrite:
@@ -195,7 +210,7 @@ def check_new_folder(run_dir: Path, overwrite: bool, cfg: RunConfig) -> None:
             f"run folder {run_dir} already exists: continue it with --resume {run_dir}, start it "
             "again with --overwrite, or choose another --out"
         )
-    foreign = [p.name for p in entries if p.name not in RUN_ENTRIES and not LEFTOVER.match(p.name)]
+    foreign = [p.name for p in entries if p.name not in RUN_ENTRIES]
     if foreign:
         raise ElectraError(
             f"--overwrite replaces only a run folder, and {run_dir} holds {foreign[0]!r}, which no "
@@ -208,6 +223,18 @@ def check_new_folder(run_dir: Path, overwrite: bool, cfg: RunConfig) -> None:
                 f"--overwrite would remove {path}, the {name} this run reads: move it out of "
                 f"{run_dir} or choose another --out"
             )
+
+
+def take_folder(lock: RunLock, cleanup: contextlib.ExitStack, overwrite: bool = False) -> None:
+    """Holds the run folder for this process (`lock`, released by `cleanup`; taken once) and
+    clears it: the earlier run with `overwrite`, and what killed commands left. A resumed run
+    takes it before its checkpoints are read, so that one a killed replace put aside is back
+    in place when the run looks for the newest."""
+    if lock.fd is None:
+        cleanup.enter_context(lock.acquire())
+    if overwrite:
+        clear_for_overwrite(lock.path.parent)
+    remove_leftovers(lock.path.parent)  # held: no live process writes them
 
 
 def clear_for_overwrite(run_dir: Path) -> None:
@@ -229,7 +256,13 @@ def clear_for_overwrite(run_dir: Path) -> None:
 def remove_leftovers(run_dir: Path) -> None:
     """Removes the temporary files and folders that killed commands left in `run_dir` and its
     checkpoints/ (a checkpoint or model folder cut short, an old one renamed aside), naming
-    them. The caller holds the folder's lock, so no live process is writing them."""
+    them. The caller holds the folder's lock, so no live process is writing them. An old folder
+    renamed aside by a replace killed before the new one took its place is put back instead."""
+    for folder in (run_dir, run_dir / "checkpoints"):
+        for aside in sorted(folder.glob(".*.old-*")) if folder.is_dir() else ():
+            if m := _ASIDE.match(aside.name):
+                for note in recover_replaced(folder / m[1]):
+                    say(f"note: {note}")
     found = [
         p
         for folder in (run_dir, run_dir / "checkpoints")

@@ -44,12 +44,10 @@ from electra.engine.optim import build_optimizer, learning_rate, param_groups, s
 from electra.engine.progress import Progress, progress_bar
 from electra.engine.run_folder import (
     check_new_folder,
-    clear_for_overwrite,
     drop_metrics_after,
-    remove_leftovers,
     resume_point,
+    take_folder,
 )
-from electra.engine.runlock import RunLock
 from electra.engine.runtime import (
     Runtime,
     to_device,
@@ -64,6 +62,7 @@ from electra.hf.pretrained import (
     pair_tokenizer_dir,
     save_pretrained,
 )
+from electra.locks import RunLock
 from electra.model.electra import count_parameters, format_count
 from electra.model.registry import FAMILIES, encoder_of
 from electra.objectives import Objective, build_objective, check_objective
@@ -255,15 +254,17 @@ def _pretrain(
             "no data folder: pass --data DIR (a folder written by `electra prepare`)"
         )
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
+    lock = RunLock(run_dir)
+    if world.is_main and resume and run_dir.is_dir():  # held before it is read (take_folder)
+        take_folder(lock, cleanup)
+    if resume and world.distributed:  # the others read it once rank 0 has put it in order
+        any_rank(False, runtime.device)
     cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data, overwrite)
     run = build(cfg, run_dir, data, latest, init_from_pair, world, runtime)
     run.convention = convention or run.convention
     if world.is_main:
         # Every input checked: from here on this run writes the folder, and only this run.
-        cleanup.enter_context(RunLock(run_dir))
-        if overwrite:
-            clear_for_overwrite(run_dir)
-        remove_leftovers(run_dir)  # held: no live process writes them
+        take_folder(lock, cleanup, overwrite)
         open_run_dir(run, fresh=latest is None)
     failure = fit(run)
     finish(run, failure)
@@ -541,12 +542,12 @@ def _save(run: Run, window: Window, start: float) -> None:
 
 
 def _non_finite_failure(run: Run, streak: int) -> str:
-    limit = run.cfg.train.max_skipped_steps
+    saved, limit = run.last_saved, run.cfg.train.max_skipped_steps
+    before = f"the last checkpoint, {saved}, is from before them" if saved else "no checkpoint yet"
     return (
         f"stopped at step {run.step}: {streak} consecutive steps had a non-finite loss or "
-        f"gradient (train.max_skipped_steps={limit}); the last "
-        f"checkpoint, {run.last_saved or 'none'}, is from before them: lower train.lr or "
-        f"check the data, then continue with `electra pretrain --resume {run.run_dir}`"
+        f"gradient (train.max_skipped_steps={limit}); {before}: lower train.lr or check the "
+        f"data, then continue with `electra pretrain --resume {run.run_dir} --train.lr LOWER`"
     )
 
 

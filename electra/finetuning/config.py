@@ -148,6 +148,9 @@ def model_size(model: AnyModelConfig) -> str:
 
 
 FINETUNE_LR = {"small": 3e-4, "base": 1e-4, "large": 5e-5}
+# The shortest row fine-tuning takes: a pair's three special tokens leave room for a few tokens of
+# text (a length of 2 trained on [CLS] [SEP] alone).
+MIN_SEQ_LEN = 8
 LAYERWISE_DECAY = {"small": 0.8, "base": 0.8, "large": 0.9}
 
 
@@ -159,6 +162,11 @@ def resolve_recipe(
     modern family's); a length given past them is refused, not cut to them."""
     size = model_size(model)
     limit = model.max_position_embeddings
+    if cfg.max_seq_len is not None and cfg.max_seq_len < MIN_SEQ_LEN:
+        raise ElectraError(
+            f"max_seq_len={cfg.max_seq_len} leaves no room for text beside the special tokens: "
+            f"pass --max-seq-len {MIN_SEQ_LEN} or more (the task's default where left out)"
+        )
     if cfg.max_seq_len is not None and cfg.max_seq_len > limit:
         raise ElectraError(
             f"max_seq_len={cfg.max_seq_len} is longer than the model's {limit} positions "

@@ -12,7 +12,6 @@ score on training rows looks like a result and is not one.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from electra.data.store import file_sha256
 from electra.errors import ElectraError
 from electra.finetuning.overlap import same_rows
 
@@ -95,14 +95,6 @@ def draw(path: Path, sha256: str, keys: np.ndarray, fraction: float, seed: int) 
     # Without copies this is the draw of positions it always was: the same rows for a seed.
     dev = sorted(i for g in random.Random(seed).sample(range(distinct), k) for i in groups[g])
     return HeldOut(str(path), sha256, fraction, seed, n, tuple(dev), n - distinct)
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def one_file_as_train(data: str | Path | Mapping) -> str | Path | Mapping:

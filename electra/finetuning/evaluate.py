@@ -29,9 +29,10 @@ from electra.hf.finetuned import (
     read_finetune_info,
 )
 from electra.jsonl import write_jsonl
+from electra.locks import claim_output
 from electra.tasks import get_task
 from electra.tasks.base import Task
-from electra.tasks.splits import DataSource, SplitFiles
+from electra.tasks.splits import DataSource, SplitFiles, source_paths
 
 
 def unseen_sets(
@@ -90,7 +91,9 @@ def without_training_rows(
     whose = f"rows {source} was fine-tuned on"
     for name, examples in sets.items():
         where = str(files[name])
-        sets[name], found[name] = screen(task, tokenizer, examples, trained, where, whose, drop)
+        sets[name], found[name] = screen(
+            task, tokenizer, examples, trained, where, whose, drop, set_name=name
+        )
     return {k: v for k, v in found.items() if v}
 
 
@@ -103,6 +106,7 @@ def evaluate(
     runtime: InferenceRuntime | None = None,
     reading: dict[str, Any] | None = None,
     drop_overlap: bool = False,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Predicts a split with a fine-tuned model: scores (where gold labels are known), per-example
     predictions and, for a test split of a benchmark with a submission format (GLUE's, SQuAD's),
@@ -111,8 +115,24 @@ def evaluate(
     `reading` ({"text_columns", "delimiter", "label_column"}) reads files of your own by other
     columns or separator than the training files' (`Task.read_with`). Rows the model trained on
     are refused, wherever they are, or with `drop_overlap` left out and counted
-    (`without_training_rows`)."""
+    (`without_training_rows`). The output folder (default MODEL/eval-SPLIT) is held for this
+    process alone, and an existing one is replaced only with `overwrite`."""
     source = finetuned_dir(model_path)
+    out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
+    reads = [source, *source_paths(data)]
+    with claim_output(out_dir, overwrite, reads=reads, replaces=("results.json",)):
+        task, sets, predictions, results = _scored(
+            source, data, split, task_name, runtime, reading, drop_overlap
+        )
+        with atomic_dir(out_dir) as tmp:
+            write_jsonl(tmp / "predictions.jsonl", predictions)
+            results["submission_files"] = _submissions(task, split, sets, predictions, tmp)
+            write_json_atomic(tmp / "results.json", results)
+    return {**results, "out": str(out_dir)}
+
+
+def _scored(source, data, split, task_name, runtime, reading, drop_overlap) -> tuple:
+    """`evaluate`'s task, example sets, predictions and results, before anything is written."""
     task, model, tokenizer, cfg, run_time = load_for_inference(source, runtime)
     if task_name and get_task(task_name).name != task.name:
         raise ElectraError(f"{source} was fine-tuned for {task.name}, not {task_name}")
@@ -125,19 +145,15 @@ def evaluate(
     encoded = {
         k: task.encode(v, tokenizer, cfg.max_seq_len, training=False) for k, v in sets.items()
     }
+    cut = _say_cut(task, sets, encoded, tokenizer, cfg.max_seq_len)
     scores, predictions = evaluate_sets(task, model, sets, encoded, run_time)
     # None for a model fine-tuned before baselines were kept: its training set is not read here.
-    fitted = info.get("baseline")
-    baseline = baseline_scores(task, fitted, sets)
-    out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
-    with atomic_dir(out_dir) as tmp:
-        write_jsonl(tmp / "predictions.jsonl", predictions)
-        files = []
-        for name in sets:
-            rows = [p for p in predictions if p.get("set", name) == name]
-            if split == "test" and task.writes_submission:
-                files.append(task.write_submission(rows, name, tmp).name)
-        results = {
+    baseline = baseline_scores(task, info.get("baseline"), sets)
+    return (
+        task,
+        sets,
+        predictions,
+        {
             "task": task.name,
             "model": str(source),
             "split": split,
@@ -147,8 +163,30 @@ def evaluate(
             **judge(task.main_metric, baseline, scores, predictions),
             "examples": {k: len(v) for k, v in sets.items()},
             **({"held_out_overlap": overlap} if overlap else {}),
-            "submission_files": files,
+            **({"truncated": cut} if cut else {}),
             "config": asdict(cfg),
-        }
-        write_json_atomic(tmp / "results.json", results)
-    return {**results, "out": str(out_dir)}
+        },
+    )
+
+
+def _say_cut(task, sets: dict, encoded: dict, tokenizer, max_len: int) -> dict[str, int]:
+    """How many inputs of each set were longer than the model's length and cut to it, said on
+    stderr as `predict` says it."""
+    cut = {}
+    for name, examples in sets.items():
+        if n := task.truncated(examples, encoded[name], tokenizer, max_len):
+            cut[name] = n
+            note = task.truncation_note(max_len)
+            print(f"warning: {name}: {n} of {len(examples)} inputs {note}", file=sys.stderr)
+    return cut
+
+
+def _submissions(task, split: str, sets: dict, predictions: list[dict], out: Path) -> list[str]:
+    """Writes a test split's submission files (GLUE's, SQuAD's) to `out`; returns their names."""
+    if split != "test" or not task.writes_submission:
+        return []
+    names = []
+    for name in sets:
+        rows = [p for p in predictions if p.get("set", name) == name]
+        names.append(task.write_submission(rows, name, out).name)
+    return names

@@ -34,13 +34,13 @@ from torch import nn
 
 from electra.config import InferenceRuntime
 from electra.engine.progress import progress_bar
-from electra.engine.runlock import claim_output
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import predict_outputs
 from electra.hf.finetuned import load_for_inference
 from electra.jsonl import jsonl_writer
+from electra.locks import claim_output
 from electra.tasks.base import Task, utf8_text
 
 STDIN = "-"
@@ -396,7 +396,7 @@ def predict_inputs(
     stderr. An existing `out` is replaced only with `overwrite`, and never while another
     process writes it (`claim_output`)."""
     check_inputs(inputs, batch_size)
-    with claim_output(out, overwrite):
+    with claim_output(out, overwrite, reads=[model_path, *inputs], folder=False):
         predictor = Predictor.load(model_path, runtime, reading)
         tally = _Tally()
         with jsonl_writer(out) as write:
@@ -432,7 +432,9 @@ def predict(
     else:  # a bad input is refused before the model loads
         check_batch_size(batch_size)
         lines = input_lines(inputs)
-    with claim_output(out, overwrite):
+    given = [inputs] if isinstance(inputs, str | Path) else []
+    model_dir = [] if isinstance(model, Predictor) else [model]
+    with claim_output(out, overwrite, reads=[*model_dir, *given], folder=False):
         loaded = isinstance(model, Predictor)
         predictor = model if loaded else Predictor.load(model, runtime, reading)
         tally = _Tally()

@@ -22,7 +22,6 @@ from electra.atomic import (
     write_json_atomic,
 )
 from electra.engine.graphs import check_graphable
-from electra.engine.runlock import claim_output
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.baselines import baseline_scores, baseline_warning, judge
@@ -48,10 +47,11 @@ from electra.finetuning.results import (
 from electra.hf.finetuned import FINETUNE_FILE, save_finetuned
 from electra.hf.from_transformers import load_encoder
 from electra.jsonl import read_jsonl, write_jsonl
+from electra.locks import claim_output
 from electra.model_config import AnyModelConfig
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
-from electra.tasks.splits import DataSource, SplitFiles
+from electra.tasks.splits import DataSource, SplitFiles, source_paths
 
 
 def finished_seed(seed_dir: Path, cfg: FinetuneConfig, source: Path) -> dict | None:
@@ -114,11 +114,10 @@ def finetune(
     also written to OUT/results.json. With `resume`, seeds that an interrupted run with the same
     recipe and model already finished (in OUT's hidden .tmp folder) are kept, not retrained."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise ElectraError(f"{out_dir} already exists: choose another --out or pass --overwrite")
-    with claim_output(out_dir, overwrite):  # one writer: a second process is refused
+    reads = [model_path, *source_paths(data)]
+    # One writer; an existing OUT only with `overwrite`, and only a fine-tuned one.
+    with claim_output(out_dir, overwrite, reads=reads, replaces=("results.json",)):
         job = _finetune_job(model_path, task_name, data, cfg)
-
         tmp = temporary_dir(out_dir)
         if not resume:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -261,7 +260,7 @@ def _held_out_sets(
             else:
                 where = str(files[split][name])
             by_name[name], found[f"{split}_{name}"] = screen(
-                task, tokenizer, examples, trained, where, whose, cfg.drop_overlap
+                task, tokenizer, examples, trained, where, whose, cfg.drop_overlap, set_name=name
             )
     return sets["dev"], sets["test"], {k: v for k, v in found.items() if v}
 

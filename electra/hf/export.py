@@ -30,7 +30,7 @@ from electra.atomic import atomic_dir, write_json_atomic, write_text_atomic
 from electra.config import RunConfig
 from electra.data.tokenizer import load_tokenizer, tokenizer_special_ids
 from electra.engine.checkpoint import PREFIX, checkpoint_dirs
-from electra.engine.runlock import claim_output
+from electra.engine.run_folder import check_run_tokenizer
 from electra.errors import ElectraError
 from electra.hf.cards import model_card
 from electra.hf.families import FAMILIES, TaskHead, family_for
@@ -44,6 +44,7 @@ from electra.hf.pretrained import (
     save_pretrained,
     write_model_files,
 )
+from electra.locks import claim_output
 from electra.objectives import build_objective
 
 
@@ -75,6 +76,7 @@ def checkpoint_models(
         raise ElectraError(f"{run_dir} has no checkpoint at step {step} (it has: {have})")
     ckpt = found[step]
     cfg = RunConfig.load(ckpt / "config.json")
+    check_run_tokenizer(run_dir, cfg.data.path, data_fingerprint(cfg.data.path))
     tokenizer = load_tokenizer(run_dir / "tokenizer")
     special = tokenizer_special_ids(run_dir / "tokenizer", tokenizer)  # as prepare named them
     objective = build_objective(cfg.model, cfg.objective, special, cfg.data.seq_len)
@@ -86,6 +88,14 @@ def checkpoint_models(
     return list(objective.models().items()), tokenizer
 
 
+def data_fingerprint(data_path: str | None) -> str | None:
+    """The tokenizer fingerprint a run's data folder recorded, or None where it is gone."""
+    try:
+        return json.loads((Path(data_path) / "meta.json").read_text())["tokenizer_fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def export_hf(
     model_path: str | Path, out: str | Path, overwrite: bool = False, step: int | None = None
 ) -> list[Path]:
@@ -95,7 +105,9 @@ def export_hf(
     model_path, out = Path(model_path), Path(out)
     if step is None and is_finetuned(model_path):
         return [export_finetuned(model_path, out, overwrite)]
-    with claim_output(out, overwrite):  # an existing OUT only with `overwrite`; one writer
+    held = ("config.json", "discriminator", "generator", "mlm")  # what an export writes
+    # An existing OUT only with `overwrite`, and only an export; one writer.
+    with claim_output(out, overwrite, reads=[model_path], replaces=held):
         if step is not None:
             models, tokenizer = checkpoint_models(model_path, step)
             sources = [(model_path, role, model, tokenizer) for role, model in models]
@@ -118,7 +130,7 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
     `AutoModelForTokenClassification` or `AutoModelForQuestionAnswering` loads, with its labels,
     problem type, tokenizer files and a model card (README.md)."""
     out = Path(out)
-    with claim_output(out, overwrite):
+    with claim_output(out, overwrite, reads=[model_path], replaces=("config.json",)):
         source = finetuned_dir(model_path)
         task, model, tokenizer, cfg = load_finetuned(source)
         model.eval()

@@ -21,9 +21,9 @@ from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokeniz
 from electra.engine.checkpoint import latest_complete
 from electra.engine.heldout import corrupt_and_score, showcase, summary
 from electra.engine.plot import plot_run
-from electra.engine.runlock import claim_output
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError, Interrupted
+from electra.locks import claim_output
 
 MARKER = ".electra-demo"
 HELD_OUT_EVERY = 10  # every tenth documentation topic is held out of training

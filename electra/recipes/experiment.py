@@ -18,7 +18,7 @@ score (the mean of the task medians) against pretraining FLOPs. OUT holds:
 
 Every finished piece is kept: run the same command again and it continues where it stopped.
 Started twice at once, two processes take different arms (each arm is locked while it runs, with
-the run folders' lock, `electra.engine.runlock.RunLock`), so OUT as a whole is not locked for the
+the run folders' lock, `electra.locks.RunLock`), so OUT as a whole is not locked for the
 run; what the processes share, experiment.json and the results table and plots, each writes under
 OUT's own lock (`claim_output`), one at a time. A folder that holds another experiment, or
 no experiment, is refused.
@@ -44,12 +44,12 @@ from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data.store import PretrainingData
 from electra.engine.checkpoint import checkpoint_dirs
-from electra.engine.runlock import RunLock, claim_output
 from electra.engine.tracking import read_metrics
 from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
+from electra.locks import RunLock, claim_output
 from electra.model_config import AnyModelConfig, other_family, with_arch
 from electra.objectives import OBJECTIVES, check_objective
 from electra.objectives.flops import logged_convention, train_flops

@@ -18,6 +18,7 @@ from electra.atomic import write_text_atomic
 from electra.errors import ElectraError
 from electra.tasks.base import Task, require_suffix
 from electra.tasks.labelled import ClassificationTask, Example, LabelSet, RegressionTask
+from electra.tasks.tables import long_fields
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ _SUBMISSION_SUFFIX = {"matched": "-m", "mismatched": "-mm"}
 
 def read_glue_tsv(path: Path, spec: GlueSpec, split: str) -> list[Example]:
     cols = spec.test if split == "test" else spec.train
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with open(path, encoding="utf-8-sig", newline="") as f, long_fields():
         rows = list(enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1))
     if isinstance(cols.text_a, str):  # a header row names the columns
         if not rows:

@@ -18,6 +18,15 @@ from electra.errors import ElectraError
 
 SPLITS = ("train", "dev", "test")
 DataSource = str | Path | Mapping[str, str | Path]  # a folder, one file, or {split: file}
+
+
+def source_paths(data: DataSource | None) -> list[str | Path]:
+    """The folder or files a `DataSource` names (what a command reads: not to be overwritten)."""
+    if data is None:
+        return []
+    return list(data.values()) if isinstance(data, Mapping) else [data]
+
+
 # How a task finds one split: {evaluation set name: file}, or why there is none.
 Locate = Callable[[Path | Mapping[str, str | Path], str], "dict[str, Path] | str"]
 

@@ -15,7 +15,8 @@ import collections
 import csv
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,20 @@ FORMATS = {
 }
 KNOWN = ".csv, .tsv, .jsonl (or .json, one object per line) or .parquet"
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "TAB", "|": "pipe"}  # sniffed in a CSV header
-# The csv module refuses a field over 128 KiB by default; a long text is the tokenizer's to cut to
-# the model's length (as every text is), not a reason to refuse the file. 2**31 - 1 fits the C
-# long the limit is on every platform.
-csv.field_size_limit(2**31 - 1)
+
+
+@contextmanager
+def long_fields() -> Iterator[None]:
+    """The csv module's field limit lifted while a table is read: it refuses a field over
+    128 KiB by default, and a long text is the tokenizer's to cut to the model's length (as
+    every text is), not a reason to refuse the file. The limit is the process's, so it is put
+    back after (a caller's own csv reading keeps its own). 2**31 - 1 fits the C long the limit
+    is on every platform."""
+    before = csv.field_size_limit(2**31 - 1)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
 
 
 @dataclass
@@ -102,7 +113,7 @@ def read_table(path: str | Path, delimiter: str | None = None) -> Table:
         raise ElectraError(f"{path}: unknown data format ({shown}): name the file {KNOWN}")
     if not path.is_file():
         raise ElectraError(f"data file not found: {path}")
-    with utf8_text(path):
+    with utf8_text(path), long_fields():
         if kind == "Parquet":
             table = _read_parquet(path)
         elif kind == "JSON Lines":
@@ -274,5 +285,5 @@ def header_columns(path: Path, delimiter: str | None = None) -> list[str]:
         return read_table(path, delimiter).columns
     delimiter = delimiter or _delimiter(path, kind, quiet=True)
     quoting = csv.QUOTE_NONE if delimiter == "\t" and kind == "TSV" else csv.QUOTE_MINIMAL
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with open(path, encoding="utf-8-sig", newline="") as f, long_fields():
         return [name.strip() for name in next(csv.reader(f, delimiter=delimiter, quoting=quoting))]

@@ -12,11 +12,12 @@ import errno
 import fcntl
 import os
 import socket
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from electra.atomic import refuse_existing
+from electra.atomic import recover_replaced, refuse_existing
 from electra.errors import ElectraError
 
 LOCK_FILE = ".lock"
@@ -39,12 +40,17 @@ class RunLock:
         """Takes the lock, or returns False where another process holds it (`electra
         experiment` then goes on with another arm)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # an error names the run folder the user gave, not the hidden lock file
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path.parent)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as e:  # held elsewhere; or no locks at all here (ENOLCK): said as it is
             os.close(fd)
-            return False
+            if isinstance(e, BlockingIOError):
+                return False
+            raise OSError(e.errno, e.strerror, str(self.path.parent)) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
         self.fd = fd
@@ -77,7 +83,7 @@ class OutputLock(RunLock):
     (a holder may have removed it meanwhile), else takes the new one."""
 
     def __init__(self, out: str | Path):
-        out = Path(out)
+        out = Path(os.path.abspath(out))  # "x/.." has no name of its own to hide a lock beside
         self.out = out
         self.path = out.with_name(f".{out.name}.lock")
         self.fd = None
@@ -116,18 +122,31 @@ class OutputLock(RunLock):
 
 @contextmanager
 def claim_output(
-    out: str | Path | None, overwrite: bool = False, wait: bool = False
+    out: str | Path | None,
+    overwrite: bool = False,
+    wait: bool = False,
+    *,
+    reads: Iterable[str | Path | None] = (),
+    folder: bool = True,
+    replaces: tuple[str, ...] = (),
 ) -> Iterator[Path | None]:
     """Holds `out` for one writer while the block runs: another process writing it is refused
     ("OUT is being written by pid N on HOST: ..."), or waited for with `wait`; an existing output
-    (a file, or a folder with anything in it) is refused unless `overwrite`. The output's missing
-    parent folders are made (the lock lives beside it), and removed again where the block fails
-    and leaves them empty. An OSError making them or the lock names `out`. None (standard
-    output) claims nothing."""
+    (a file, or a folder with anything in it) is refused unless `overwrite`, and even then where
+    it is what the command `reads` (or holds one of them), is a file where the command writes a
+    `folder` (or the other way round), or is a folder holding none of the names a command's own
+    output holds (`replaces`). The output's missing parent folders are made (the lock lives
+    beside it), and removed again where the block fails and leaves them empty. An OSError making
+    them or the lock names `out`. None (standard output) claims nothing."""
     if out is None:
         yield None
         return
     out = Path(out)
+    whole = Path(os.path.abspath(out))
+    if whole in (Path.cwd(), *Path.cwd().parents):  # "." or "..": replacing it would take the cwd
+        raise ElectraError(
+            f"--out {out} is the current folder or holds it: name a new folder or file"
+        )
     made = _make_parents(out)
     lock = OutputLock(out)
     try:
@@ -141,16 +160,43 @@ def claim_output(
                 "another --out"
             )
         with lock:
+            for note in recover_replaced(out):
+                print(f"note: {note}", file=sys.stderr)
             if out.is_file() or out.is_symlink() or (out.is_dir() and any(out.iterdir())):
                 refuse_existing(out, overwrite)
+                check_replaceable(out, reads, folder, replaces)
             yield out
     except BaseException:
-        for folder in made:  # deepest first; one that is not empty stays
+        for made_folder in made:  # deepest first; one that is not empty stays
             try:
-                folder.rmdir()
+                made_folder.rmdir()
             except OSError:
                 break
         raise
+
+
+def check_replaceable(
+    out: Path, reads: Iterable[str | Path | None], folder: bool, replaces: tuple[str, ...]
+) -> None:
+    """Refuses an `--overwrite` that would take what the user did not mean to give: an input of
+    the command, an output of another kind, or a folder no such command wrote."""
+    whole = out.resolve()
+    for given in filter(None, reads):
+        if whole == Path(given).resolve() or whole in Path(given).resolve().parents:
+            raise ElectraError(
+                f"--overwrite would replace {out}, which holds {given}, an input of this "
+                "command: choose another --out"
+            )
+    if folder != out.is_dir():
+        held, written = ("a file", "a folder") if folder else ("a folder", "a file")
+        raise ElectraError(
+            f"--overwrite would replace {out}, {held}, with {written}: choose another --out"
+        )
+    if folder and replaces and not any((out / name).exists() for name in replaces):
+        raise ElectraError(
+            f"--overwrite replaces only a folder this command wrote, and {out} holds none of "
+            f"{', '.join(replaces)}: choose another --out, or remove it yourself"
+        )
 
 
 def _make_parents(out: Path) -> list[Path]:
