@@ -132,11 +132,14 @@ def test_a_run_killed_before_its_first_checkpoint_goes_forward(wikitext_data, tm
     code, _, err = run_cli(capsys, *argv)
     assert_one_line_error(code, err, "already exists", f"--resume {run}", "--overwrite")
     # Resumed: from step 0, with its saved config, said on stderr.
+    (run / "tensorboard").mkdir(exist_ok=True)
+    (run / "tensorboard" / "events.out.tfevents.killed").write_bytes(b"steps 1-156")
     code, _, err = run_cli(capsys, "pretrain", "--resume", run, "--steps", 4)
     assert code == 0, err
     assert f"no checkpoint in {run} yet: starting it again from step 0 with its saved config" in err
     assert "done: 4 steps" in err
     assert [r["step"] for r in read_metrics(run)] == [2, 4]  # the killed run's rows dropped
+    assert not (run / "tensorboard" / "events.out.tfevents.killed").exists()  # and its curves
     assert is_complete(checkpoint_dirs(run)[-1])
 
 

@@ -374,7 +374,8 @@ def open_run_dir(run: Run, fresh: bool) -> None:
     cfg, run_dir = run.cfg, run.run_dir
     # Metrics a killed run logged after its last checkpoint are logged again from there.
     drop_metrics_after(run_dir, run.step)
-    if fresh:
+    if fresh:  # (a run restarted from step 0 drops its killed attempt's curves too)
+        shutil.rmtree(run_dir / "tensorboard", ignore_errors=True)
         run_dir.mkdir(parents=True, exist_ok=True)
         shutil.copytree(run.data.tokenizer_path, run_dir / "tokenizer", dirs_exist_ok=True)
     cfg.save(run_dir / "config.json")
