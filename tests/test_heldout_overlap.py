@@ -54,6 +54,15 @@ def keys(*texts, tokenizer=None):
     return row_keys(CLASSIFICATION, examples, tokenizer).tolist()
 
 
+def own_files(data, train_rows: int, dev_rows: int) -> list:
+    """train.csv of `train_rows` rows and dev.csv of `dev_rows` others in `data`; the training
+    rows."""
+    train = rows(train_rows)
+    write_csv(data / "train.csv", ["text", "label"], train)
+    write_csv(data / "dev.csv", ["text", "label"], rows(dev_rows, offset=100))
+    return train
+
+
 def finetune(capsys, model, out, *args):
     argv = ["finetune", "--model", model, "--task", "classification", "--out", out, *args]
     return run_cli(capsys, *argv, *FAST_OWN_FLAGS)
@@ -188,9 +197,7 @@ def test_an_unlabelled_test_file_with_training_rows_is_predicted_with_a_note(
 ):
     """Nothing scores a test file without labels: its training rows are said, not refused."""
     data = tmp_path / "data"
-    train = rows(16)
-    write_csv(data / "train.csv", ["text", "label"], train)
-    write_csv(data / "dev.csv", ["text", "label"], rows(6, offset=100))
+    train = own_files(data, 16, 6)
     write_csv(data / "test.csv", ["text"], [[train[0][0]], *([t] for t, _ in rows(3, offset=200))])
     out = tmp_path / "out"
     code, _, err = finetune(capsys, tiny_pretrained, out, "--data", data)
@@ -212,9 +219,7 @@ def test_an_unlabelled_test_file_with_training_rows_is_predicted_with_a_note(
 def test_evaluate_refuses_a_shuffled_copy_of_the_training_file(tmp_path, capsys, tiny_pretrained):
     """The issue's case: `evaluate --test` on a shuffled copy reported a "test accuracy"."""
     data = tmp_path / "data"
-    train = rows(24)
-    write_csv(data / "train.csv", ["text", "label"], train)
-    write_csv(data / "dev.csv", ["text", "label"], rows(8, offset=100))
+    train = own_files(data, 24, 8)
     out = tmp_path / "out"
     assert finetune(capsys, tiny_pretrained, out, "--data", data)[0] == 0
     shuffled = train[:]
@@ -250,9 +255,7 @@ def test_a_model_without_a_record_of_its_rows_falls_back_to_the_file(
     """A model fine-tuned before the rows were kept: its training file is still refused (by its
     contents), other files are scored, and evaluate says that it checks no more."""
     data = tmp_path / "data"
-    train = rows(16)
-    write_csv(data / "train.csv", ["text", "label"], train)
-    write_csv(data / "dev.csv", ["text", "label"], rows(6, offset=100))
+    own_files(data, 16, 6)
     out = tmp_path / "out"
     assert finetune(capsys, tiny_pretrained, out, "--data", data)[0] == 0
     best = out / json.loads((out / "results.json").read_text())["best_seed_dir"]
@@ -332,8 +335,7 @@ def test_a_benchmark_dev_file_with_training_rows_is_scored_with_a_note(
 def test_a_max_seq_len_past_the_models_positions_is_refused(tmp_path, capsys, tiny_pretrained):
     """`finetune --max-seq-len 100000` became 512 without a word."""
     data = tmp_path / "data"
-    write_csv(data / "train.csv", ["text", "label"], rows(8))
-    write_csv(data / "dev.csv", ["text", "label"], rows(4, offset=100))
+    own_files(data, 8, 4)
     argv = ["finetune", "--model", tiny_pretrained, "--task", "classification", "--data", data]
     argv += ["--out", tmp_path / "out", *FAST_OWN_FLAGS, "--max-seq-len", "100000"]
     code, _, err = run_cli(capsys, *argv)
@@ -346,8 +348,7 @@ def test_a_max_seq_len_past_the_models_positions_is_refused(tmp_path, capsys, ti
 def test_a_max_seq_len_too_short_for_any_text_is_refused(tmp_path, capsys, tiny_pretrained):
     """`--max-seq-len 2` trained and scored on [CLS] [SEP] alone, without a word."""
     data = tmp_path / "data"
-    write_csv(data / "train.csv", ["text", "label"], rows(8))
-    write_csv(data / "dev.csv", ["text", "label"], rows(4, offset=100))
+    own_files(data, 8, 4)
     argv = ["finetune", "--model", tiny_pretrained, "--task", "classification", "--data", data]
     code, _, err = run_cli(capsys, *argv, "--out", tmp_path / "out", "--max-seq-len", "2")
     assert_one_line_error(code, err, "max_seq_len=2 leaves no room for text", "--max-seq-len 8")

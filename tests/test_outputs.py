@@ -30,9 +30,9 @@ with claim_output(sys.argv[1], overwrite=True):
 """
 
 
-@contextmanager
-def held_by_another_process(out: Path):
-    """`out` claimed by a second Python process for the block; yields its pid."""
+def holder(out: Path) -> subprocess.Popen:
+    """A second Python process that has claimed `out` (and says so), holding it until its
+    standard input closes."""
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(out)],
         stdin=subprocess.PIPE,
@@ -40,8 +40,15 @@ def held_by_another_process(out: Path):
         text=True,
         cwd=REPO,
     )
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@contextmanager
+def held_by_another_process(out: Path):
+    """`out` claimed by a second Python process for the block; yields its pid."""
+    proc = holder(out)
     try:
-        assert proc.stdout.readline().strip() == "held"
         yield proc.pid
     finally:
         proc.stdin.close()
@@ -69,14 +76,7 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_output(tmp_path):
 
 def test_a_killed_writer_leaves_no_lock_that_blocks(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(out)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    assert proc.stdout.readline().strip() == "held"
+    proc = holder(out)
     proc.kill()  # SIGKILL: no chance to clean up
     proc.wait(timeout=60)
     proc.stdin.close()

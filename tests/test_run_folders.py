@@ -37,6 +37,7 @@ from electra.objectives.metrics import (
 )
 
 from .conftest import assert_one_line_error, run_cli, tiny_cfg
+from .numerics import rounding_bound
 
 # The tiny model of `tiny_cfg`, as flags.
 TINY_FLAGS = [
@@ -70,7 +71,13 @@ def test_nan_and_infinite_logits_pass_through_the_statistics():
     assert int(pos.sum() + neg.sum()) == mask.sum()  # every real token counted once
     finite = ~bad.isnan()
     expected = roc_auc_score(labels[finite].numpy(), bad[finite].clamp(-50, 50).numpy())
-    assert auc_from_histograms(pos, neg) == pytest.approx(expected, abs=1e-3)
+    # Binning keeps the order of scores in different bins and makes a tie (counted half) of a
+    # replaced and an original score in one bin: the AUC moves by at most half their share.
+    p, n = pos[:NAN_BIN].double(), neg[:NAN_BIN].double()
+    binned_ties = 0.5 * float((p * n).sum() / (p.sum() * n.sum()))
+    assert auc_from_histograms(pos, neg) == pytest.approx(
+        expected, abs=binned_ties + rounding_bound(torch.float64, mask.numel() ** 2)
+    )
     metrics = detection_metrics({AUC_HISTOGRAMS: auc_stat(bad, labels, mask)}, {})
     assert metrics["disc_nan_scores"] == 3 and math.isfinite(metrics["disc_auc"])
     # All NaN (a step that diverged everywhere): no AUC, every token counted.
