@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from electra.config import preset
 from electra.data.store import BatchStream, PretrainingData
 from electra.engine.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
-from electra.model.electra import ElectraForPreTraining
+from electra.model.electra.modeling import ElectraForPreTraining
 from electra.objectives.masking import select_positions
 from electra.objectives.metrics import auc_from_histograms, auc_histograms
 

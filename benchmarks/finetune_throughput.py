@@ -45,7 +45,7 @@ from electra.finetuning.inference import predict
 from electra.finetuning.loop import train_model
 from electra.hf.from_transformers import load_encoder
 from electra.hf.pretrained import save_pretrained
-from electra.model.electra import ElectraForPreTraining
+from electra.model.electra.modeling import ElectraForPreTraining
 from electra.tasks import get_task
 
 GLUE_DIRS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE"}

@@ -23,18 +23,18 @@ import torch.nn.functional as F
 
 from electra.config import generator_config
 from electra.engine.optim import build_optimizer, param_groups
-from electra.model_config import ModernConfig
+from electra.model.modernbert.config import ModernConfig
 from electra.objectives.masking import mask_tokens
 
 
 def hf_modern_config(m: ModernConfig, **extra):
-    """HF's ModernBertConfig of `m`, as our export writes it (`electra.hf.families`: sizes, the
+    """HF's ModernBertConfig of `m`, as our export writes it (`electra.model.hf_names`: sizes, the
     layer pattern and thetas in both spellings), with SDPA attention."""
     import transformers
 
-    from electra.hf.families import MODERNBERT
+    from electra.model.modernbert.hf import HF
 
-    fields = MODERNBERT.config_json(MODERNBERT.encoder, m)
+    fields = HF.config_json(HF.encoder, m)
     fields.pop("model_type")
     return transformers.ModernBertConfig(**fields, attn_implementation="sdpa", **extra)
 

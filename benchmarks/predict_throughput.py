@@ -43,10 +43,10 @@ from electra.engine.runtime import Runtime, configure_process
 from electra.finetuning.config import FinetuneConfig, resolve_recipe
 from electra.finetuning.loop import train_model
 from electra.finetuning.predict import Predictor
+from electra.folders.finetuned import save_finetuned
 from electra.hf.export import export_finetuned
-from electra.hf.finetuned import save_finetuned
 from electra.hf.pretrained import save_pretrained
-from electra.model.electra import ElectraForPreTraining
+from electra.model.electra.modeling import ElectraForPreTraining
 from electra.tasks import get_task
 
 

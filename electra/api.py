@@ -40,7 +40,7 @@ def pretrain(
     caller set (default: those that differ from the preset's). With `resume`, the run in `out`
     continues from its last checkpoint (from step 0 where it has none yet) with the config it was
     started with; a `cfg` given may change only what may change on resume (the steps, the
-    learning rate, how it runs: `electra.engine.run_folder.MAY_CHANGE_ON_RESUME`), else it is
+    learning rate, how it runs: `electra.folders.run_folder.MAY_CHANGE_ON_RESUME`), else it is
     refused. `overwrite` starts a new run over an earlier one in `out`."""
     from electra.engine.train import pretrain as train
 

@@ -7,9 +7,9 @@ it is saved with every checkpoint so a run can be resumed or reproduced from its
 A setting left unset is None wherever "unset" means something else than a value (the old spellings
 0, -1 and "" still load as None: `electra.overrides.none_for_unset`).
 
-The model section is the family's config (`electra.model_config`: `ModelConfig` for `electra`,
-`ModernConfig` for `modernbert`, chosen by `model.arch`), with the field names of its Hugging Face
-config class, so a model folder's `config.json` is that class's and export needs no renaming.
+The model section is the config of the family `model.arch` names (`electra.model.family`; each
+family's in its folder, `electra/model/<family>/config.py`), with the field names of its Hugging
+Face config class, so a model folder's `config.json` is that class's and export needs no renaming.
 """
 
 from __future__ import annotations
@@ -21,13 +21,8 @@ from typing import Any, ClassVar, TypeVar
 
 from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
-from electra.model_config import (
-    AnyModelConfig,
-    ModelConfig,
-    ModernConfig,
-    other_family,
-    with_arch,
-)
+from electra.model.configs import AnyModelConfig, other_family, with_arch
+from electra.model.family import Preset, families, family
 from electra.overrides import (
     flatten,
     none_for_unset,
@@ -348,7 +343,7 @@ class TrainConfig(OptimConfig, RuntimeConfig):
 @dataclass
 class RunConfig:
     preset: str = "small"
-    model: AnyModelConfig = field(default_factory=ModelConfig)
+    model: AnyModelConfig = field(default_factory=lambda: family().config())
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -411,133 +406,30 @@ def _generator_sizes(disc: AnyModelConfig, objective: ObjectiveConfig) -> dict[s
 # --- presets -------------------------------------------------------------------------------------
 
 
-def _sized(hidden: int, layers: int, embedding: int, **model: Any) -> ModelConfig:
-    """An encoder sized as the official `get_bert_config`: heads = hidden / 64, FFN = 4 * hidden."""
-    return ModelConfig(
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=max(1, hidden // 64),
-        intermediate_size=4 * hidden,
-        embedding_size=embedding,
-        **model,
-    )
-
-
-def _preset_small() -> RunConfig:
-    return RunConfig("small", _sized(256, 12, 128), ObjectiveConfig(), DataConfig(seq_len=128))
-
-
-def _preset_small_pp() -> RunConfig:
-    # The released "Small++": a full-width generator and 4M steps
-    # (docs/specification.md §Model sizes).
-    cfg = _preset_small()
-    cfg.preset = "small++"
-    cfg.objective.generator_hidden_fraction = 1.0
-    cfg.train.steps = 4_000_000
-    return cfg
-
-
-def _preset_base() -> RunConfig:
-    return RunConfig(
-        "base",
-        _sized(768, 12, 768),
-        ObjectiveConfig(generator_hidden_fraction=1 / 3),
-        DataConfig(seq_len=512),
-        TrainConfig(steps=766_000, batch_size=256, lr=2e-4),
-    )
-
-
-def _preset_large() -> RunConfig:
-    return RunConfig(
-        "large",
-        _sized(1024, 24, 1024),
-        ObjectiveConfig(generator_hidden_fraction=0.25, mask_prob=0.25),
-        DataConfig(seq_len=512),
-        TrainConfig(steps=400_000, batch_size=2048, lr=2e-4),
-    )
-
-
-def _preset_tiny() -> RunConfig:
-    # For tests and the demo: about 3 CPU minutes. The paper's Small LR and 1/4-width generator;
-    # dropout off, as short runs learn faster without it
-    # (Cramming, docs/specification.md §Efficiency practice).
-    model = _sized(128, 2, 64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model.num_attention_heads = 2
-    return RunConfig(
-        "tiny",
-        model,
-        ObjectiveConfig(generator_hidden_fraction=0.25),
-        DataConfig(seq_len=128),
-        TrainConfig(
-            steps=1500,
-            batch_size=32,
-            lr=5e-4,
-            warmup_steps=100,
-            log_every=50,
-            save_every=500,
-            keep_last=2,
-        ),
-    )
-
-
-def _modern(name: str, schedule_of: str, **sizes: Any) -> RunConfig:
-    """A modern-family preset (docs/pretraining.md §The modern family): the encoder's shape, a
-    generator of its width and a third of its depth sharing its embeddings (ModernBERT has no
-    embedding projection to narrow a generator behind), and the schedule of the ELECTRA preset of
-    about its size. Dropout is off, as ModernBERT's is."""
-    electra = PRESETS[schedule_of]()
-    return RunConfig(
-        name,
-        ModernConfig(**sizes),
-        replace(electra.objective, generator_hidden_fraction=1.0, generator_layers_fraction=1 / 3),
-        electra.data,
-        electra.train,
-    )
-
-
-PRESETS = {
-    "tiny": _preset_tiny,
-    "small": _preset_small,
-    "small++": _preset_small_pp,
-    "base": _preset_base,
-    "large": _preset_large,
-    # Ettin's 17M encoder shape; ModernBERT-base's and -large's.
-    "modern-tiny": lambda: _modern(
-        "modern-tiny",
-        "tiny",
-        hidden_size=128,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=256,
-    ),
-    "modern-small": lambda: _modern(
-        "modern-small",
-        "small",
-        hidden_size=256,
-        num_hidden_layers=7,
-        num_attention_heads=4,
-        intermediate_size=384,
-    ),
-    "modern-base": lambda: _modern("modern-base", "base"),
-    "modern-large": lambda: _modern(
-        "modern-large",
-        "large",
-        hidden_size=1024,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        intermediate_size=2624,
-    ),
-}
+def presets() -> dict[str, Preset]:
+    """Every registered family's presets, by name (`electra/model/<family>/presets.py`)."""
+    return {name: p for f in families().values() for name, p in f.presets.items()}
 
 
 def preset(name: str) -> RunConfig:
-    if name not in PRESETS:
-        hint = difflib.get_close_matches(name, PRESETS, n=1)
+    """The run a preset names: its family's encoder and its objective, data and train sections
+    (those of the preset it takes its schedule of, with its changes)."""
+    found = presets()
+    if name not in found:
+        hint = difflib.get_close_matches(name, found, n=1)
         did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
         raise ElectraError(
-            f"unknown preset {name!r}{did_you_mean}: choose one of {', '.join(PRESETS)}"
+            f"unknown preset {name!r}{did_you_mean}: choose one of {', '.join(found)}"
         )
-    return PRESETS[name]()
+    p = found[name]
+    base = preset(p.schedule_of) if p.schedule_of else RunConfig()
+    return RunConfig(
+        name,
+        p.model(),
+        replace(base.objective, **p.objective),
+        replace(base.data, **p.data),
+        replace(base.train, **p.train),
+    )
 
 
 # --- overrides -----------------------------------------------------------------------------------

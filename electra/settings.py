@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from electra.config import PRESETS, RunConfig, apply_overrides, preset
+from electra.config import RunConfig, apply_overrides, preset, presets
 from electra.errors import ElectraError
 from electra.overrides import flatten, read_config_file
 
@@ -55,7 +55,7 @@ def resumed_config(
 ) -> RunConfig:
     """The config a run in `run_dir` was started with (its config.json holds what was filled in
     then), with `overrides` on top (`--steps` to train further; the engine refuses those that
-    may not change on resume, `electra.engine.run_folder`). `train.stop_after` is an
+    may not change on resume, `electra.folders.run_folder`). `train.stop_after` is an
     invocation's, not the run's: unset unless given again."""
     saved = Path(run_dir) / "config.json"
     if not saved.is_file():
@@ -68,7 +68,7 @@ def resumed_config(
 def given_keys(cfg: RunConfig) -> set[str]:
     """The section.field keys whose values differ from those of `cfg`'s preset: what a Python
     caller set, where no one listed it."""
-    base = PRESETS[cfg.preset]() if cfg.preset in PRESETS else RunConfig()
+    base = preset(cfg.preset) if cfg.preset in presets() else RunConfig()
     mine, theirs = flatten(cfg.to_dict()), flatten(base.to_dict())
     return {k for k, v in mine.items() if k != "preset" and theirs.get(k) != v}
 

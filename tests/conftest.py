@@ -15,11 +15,12 @@ import pytest
 import torch
 
 from electra.cli.main import main
-from electra.config import ModelConfig, ObjectiveConfig, apply_overrides, preset
+from electra.config import ObjectiveConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import SpecialIds, save_tokenizer, train_tokenizer
 from electra.engine.runtime import key_compile_cache_by_cpu
-from electra.model_config import ModernConfig
+from electra.model.electra.config import ElectraModelConfig
+from electra.model.modernbert.config import ModernConfig
 
 # Tests read local folders only; should one name a hub model by mistake, it fails here at once
 # rather than reaching for the network.
@@ -55,7 +56,7 @@ def special() -> SpecialIds:
     return SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 
 
-def tiny_model_config(**overrides) -> ModelConfig:
+def tiny_model_config(**overrides) -> ElectraModelConfig:
     """A two-layer encoder small enough for tests to build and run in milliseconds."""
     fields = dict(
         vocab_size=100,
@@ -66,7 +67,7 @@ def tiny_model_config(**overrides) -> ModelConfig:
         intermediate_size=64,
         max_position_embeddings=64,
     )
-    return ModelConfig(**{**fields, **overrides})
+    return ElectraModelConfig(**{**fields, **overrides})
 
 
 def tiny_modern_config(**overrides) -> ModernConfig:
@@ -86,7 +87,7 @@ def tiny_modern_config(**overrides) -> ModernConfig:
 
 
 @pytest.fixture
-def tiny_model() -> ModelConfig:
+def tiny_model() -> ElectraModelConfig:
     return tiny_model_config()
 
 
@@ -161,7 +162,7 @@ def task_tokenizer(tmp_path_factory):
 def tiny_pretrained(tmp_path_factory, task_tokenizer):
     """A tiny randomly initialized discriminator folder, as `electra pretrain` writes one."""
     from electra.hf.pretrained import save_pretrained
-    from electra.model.electra import ElectraForPreTraining
+    from electra.model.electra.modeling import ElectraForPreTraining
 
     out = tmp_path_factory.mktemp("pretrained") / "discriminator"
     torch.manual_seed(0)

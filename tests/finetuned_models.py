@@ -13,7 +13,7 @@ from electra.data.tokenizer import train_tokenizer
 from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.run import finetune
 from electra.hf.pretrained import save_pretrained
-from electra.model.electra import ElectraForPreTraining
+from electra.model.electra.modeling import ElectraForPreTraining
 
 from .conftest import CONTEXT, shared_data, tiny_model_config
 
@@ -150,7 +150,7 @@ def best_seed(out: Path) -> Path:
 def dev_logits(model: Path, dev: Path) -> torch.Tensor:
     """The fine-tuned `model`'s logits (a regression's on its head's scale) on its task's `dev`
     file, as one padded batch: the size the rounding of predictions from them is taken at."""
-    from electra.hf.finetuned import load_finetuned
+    from electra.folders.finetuned import load_finetuned
 
     task, net, tokenizer, cfg = load_finetuned(model)
     batch = task.encode(task.read(dev, "dev"), tokenizer, cfg.max_seq_len, training=False).tensors

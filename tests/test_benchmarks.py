@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import runpy
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .conftest import shared_data, tiny_model_config
+from .conftest import sentence, shared_data, tiny_model_config
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 GLUE_TASKS = ("SST-2", "CoLA", "MRPC", "STS-B", "RTE")
@@ -46,7 +47,7 @@ def toy(tmp_path_factory):
     from electra.data.prepare import prepare
     from electra.data.tokenizer import save_tokenizer, train_tokenizer
     from electra.hf.pretrained import save_pretrained
-    from electra.model.electra import ElectraForPreTraining
+    from electra.model.electra.modeling import ElectraForPreTraining
 
     source = shared_data("glue")
     root = tmp_path_factory.mktemp("bench")
@@ -318,3 +319,21 @@ def test_gpu_session_parses_and_names_scripts_that_exist():
     subprocess.run(["bash", "-n", str(script)], check=True)
     named = set(re.findall(r"benchmarks/\w+\.py", script.read_text()))
     assert named and all((BENCH.parent / name).is_file() for name in named), named
+
+
+def test_same_outputs(tmp_path):
+    """What a user sees of a checkout, end to end at toy size: the helps, a run's metrics, the
+    exported files and a fine-tune's results."""
+    shared = shared_data("glue", "SST-2").parent.parent
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sentence(i) for i in range(400)))
+    env = {**os.environ, "STEPS": "2", "PRESETS": "tiny", "OBJECTIVES": "electra"}
+    env["SHARED_DATA"] = str(shared)
+    script = BENCH / "same_outputs.sh"
+    subprocess.run(["bash", str(script), str(tmp_path / "out"), str(corpus)], env=env, check=True)
+    out = tmp_path / "out"
+    assert "pretrain an ELECTRA discriminator" in (out / "help" / "electra.txt").read_text()
+    steps = [json.loads(line)["step"] for line in (out / "metrics-tiny-electra.jsonl").open()]
+    assert steps and steps[-1] == 2
+    assert len((out / "export-tiny.sha256").read_text().splitlines()) == 4
+    assert "accuracy" in (out / "ft-tiny.json").read_text()

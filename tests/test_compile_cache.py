@@ -34,11 +34,11 @@ CHILD = textwrap.dedent(
     from electra.engine.runtime import compile_model
     from electra.finetuning.packing import pack_batch
     from electra.model.heads import build_head
-    from electra.model_config import ModelConfig
+    from electra.model.electra.config import ElectraModelConfig
 
     keep_freed_memory()  # as a CPU fine-tune runs: a stray write lands in malloc's own lists
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=165, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+    cfg = ElectraModelConfig(vocab_size=165, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = build_head("sequence", cfg, 2)

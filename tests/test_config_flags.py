@@ -10,17 +10,11 @@ import pytest
 
 from electra.cli.flags import config_flags_given, resolve_run_config
 from electra.cli.main import build_parser
-from electra.config import (
-    DataConfig,
-    ModelConfig,
-    ObjectiveConfig,
-    OptimConfig,
-    RuntimeConfig,
-    TrainConfig,
-)
+from electra.config import DataConfig, ObjectiveConfig, OptimConfig, RuntimeConfig, TrainConfig
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.model_config import ModernConfig
+from electra.model.electra.config import ElectraModelConfig
+from electra.model.modernbert.config import ModernConfig
 from electra.overrides import field_docs
 from electra.tasks.settings import FAMILIES, QaSettings
 
@@ -54,7 +48,7 @@ def test_every_pretraining_field_has_a_flag_with_its_comment_as_help():
     parser = _subparser("pretrain")
     flags = _flags(parser)
     for section, cls in (
-        ("model", ModelConfig),
+        ("model", ElectraModelConfig),
         ("model", ModernConfig),
         ("objective", ObjectiveConfig),
         ("data", DataConfig),

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from electra.cli.main import main
-from electra.engine.checkpoint import latest_complete
-from electra.engine.heldout import _scores, summary
 from electra.engine.train import StopRequest
+from electra.folders.checkpoint import latest_complete
+from electra.scoring.heldout import _scores, summary
 
 
 def test_held_out_scores_against_chance_by_hand():

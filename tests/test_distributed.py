@@ -18,12 +18,12 @@ import torch
 from safetensors.torch import load_file
 
 from electra.data.store import BatchStream, PretrainingData
-from electra.engine.checkpoint import checkpoint_dirs
 from electra.engine.distributed import World, init_process_group
 from electra.engine.optim import learning_rate
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
+from electra.folders.checkpoint import checkpoint_dirs
 from electra.model.kernels import cpu_info
 
 from .conftest import tiny_cfg

@@ -14,9 +14,9 @@ from electra.data.documents import MIN_PIECE, DocumentPacker, frame_rows
 from electra.data.prepare import prepare
 from electra.data.store import BatchStream, PretrainingData
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
-from electra.model.modernbert import ModernBertModel
+from electra.model.cloze import ClozeTowers
+from electra.model.modernbert.modeling import ModernBertModel
 from electra.objectives import build_objective
-from electra.objectives.electric import ClozeTowers
 
 from .conftest import WORDS, assert_one_line_error, run_cli, tiny_modern_config
 from .numerics import encoder_depth, largest, rounding_bound

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from electra.errors import ElectraError
+from electra.folders.finetuned import load_finetuned
 from electra.hf import head_rewrite
-from electra.hf.finetuned import load_finetuned
 from electra.hf.head_rewrite import exact_classification_head
 
 from .conftest import CONTEXT, assert_one_line_error, run_cli, tiny_model_config

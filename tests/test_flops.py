@@ -12,9 +12,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from electra.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig, preset
 from electra.errors import ElectraError
-from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
-from electra.model.flops import Network, encoder_forward_flops
-from electra.model.registry import FAMILIES, family
+from electra.model.electra.flops import encoder_forward_flops
+from electra.model.electra.modeling import ElectraForMaskedLM, ElectraForPreTraining
+from electra.model.family import families, family
+from electra.model.flops import Network
 from electra.objectives import OBJECTIVES, Objective
 from electra.objectives.flops import model_flops_per_step, official_train_flops
 
@@ -81,13 +82,13 @@ def test_model_flops_match_torch_flop_counter():
 
 def test_the_family_registry_prices_a_network():
     electra = family("electra")
-    assert FAMILIES["electra"] is electra and family() is electra
+    assert families()["electra"] is electra and family() is electra
     assert electra.pretraining is ElectraForPreTraining and electra.masked_lm is ElectraForMaskedLM
     m, s = tiny_model_config(), 24
     assert electra.forward_flops(Network(m), s, "model") == encoder_forward_flops(m, s)
     with_head = electra.forward_flops(Network(m, rtd_head=True), s, "official")
     assert with_head > electra.forward_flops(Network(m), s, "official")
-    with pytest.raises(ElectraError, match="family 'bert' is unknown: choose one of electra, "):
+    with pytest.raises(ElectraError, match="model.arch='bert' is unknown: choose one of electra, "):
         family("bert")
 
 

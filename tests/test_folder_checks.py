@@ -19,7 +19,7 @@ from electra.errors import ElectraError
 from electra.hf.export import export_hf
 from electra.hf.pretrained import load_pretrained, pair_configs, save_pretrained
 from electra.hf.saved_with import CONFIG_KEY, TOKENIZER_KEY
-from electra.model.registry import family
+from electra.model.family import family
 
 from .conftest import (
     assert_one_line_error,
@@ -164,7 +164,7 @@ def test_every_tokenizer_and_family_loads_back_as_it_was_saved(kind, arch, tmp_p
 def test_continued_pretraining_checks_both_networks_of_a_pair(
     tiny_pretrained, other_tokenizer, task_tokenizer, tmp_path
 ):
-    from electra.model.electra import ElectraForMaskedLM
+    from electra.model.electra.modeling import ElectraForMaskedLM
 
     pair = tmp_path / "pair"
     copy(tiny_pretrained, pair / "discriminator")

@@ -15,7 +15,7 @@ from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
 from electra.hf.export import check_exportable, export_hf
 from electra.hf.pretrained import load_pretrained, save_pretrained
-from electra.model.electra import ElectraForMaskedLM, ElectraForPreTraining
+from electra.model.electra.modeling import ElectraForMaskedLM, ElectraForPreTraining
 
 from .conftest import shared_data, tiny_model_config
 from .numerics import assert_same_computation, encoder_depth

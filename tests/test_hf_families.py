@@ -3,28 +3,29 @@ names a class, the Auto class `electra export` points to, and the head each of o
 
 from __future__ import annotations
 
-from electra.hf.families import ELECTRA, FAMILIES, auto_class
 from electra.hf.from_transformers import ENCODER_SOURCES, TASK_HEADS
+from electra.model.electra.hf import HF
+from electra.model.hf_names import auto_class, hf_families
 
 from .conftest import tiny_model_config
 
 
 def test_config_json_names_the_class_and_carries_the_model_and_extras():
     cfg = tiny_model_config()
-    config = ELECTRA.config_json("ElectraForTokenClassification", cfg, num_labels=3)
+    config = HF.config_json("ElectraForTokenClassification", cfg, num_labels=3)
     assert config["architectures"] == ["ElectraForTokenClassification"]
     assert config["model_type"] == "electra" and config["position_embedding_type"] == "absolute"
     assert config["hidden_size"] == cfg.hidden_size and config["num_labels"] == 3
-    assert FAMILIES["electra"] is ELECTRA
+    assert hf_families()["electra"] is HF
 
 
 def test_heads_export_to_their_hf_classes():
     assert auto_class("ElectraForQuestionAnswering") == "AutoModelForQuestionAnswering"
     assert auto_class("ElectraForPreTraining") == "ElectraForPreTraining"  # not a task head
-    assert ELECTRA.exported_head("ElectraForSpanQuestionAnswering").hf_class == (
+    assert HF.exported_head("ElectraForSpanQuestionAnswering").hf_class == (
         "ElectraForQuestionAnswering"
     )
-    assert ELECTRA.exported_head("ElectraForQuestionAnswering") is None  # the XLNet-style head
+    assert HF.exported_head("ElectraForQuestionAnswering") is None  # the XLNet-style head
     electra_heads = (
         "ElectraForSequenceClassification",
         "ElectraForTokenClassification",

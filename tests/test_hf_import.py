@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from electra.data.tokenizer import save_tokenizer
-from electra.hf.finetuned import load_finetuned
+from electra.folders.finetuned import load_finetuned
 from electra.hf.from_transformers import load_encoder
-from electra.model.electra import ElectraModel
+from electra.model.electra.modeling import ElectraModel
 from electra.tasks.qa import Question
 
 from .conftest import WORDS, assert_one_line_error, run_cli, tiny_model_config

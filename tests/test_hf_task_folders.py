@@ -16,7 +16,7 @@ import torch
 
 from electra.data.tokenizer import save_tokenizer
 from electra.finetuning.predict import Predictor
-from electra.hf.finetuned import load_finetuned
+from electra.folders.finetuned import load_finetuned
 from electra.tasks.qa import Question
 
 from .conftest import (

@@ -10,11 +10,11 @@ from electra.config import ObjectiveConfig
 from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
 from electra.model import kernels
-from electra.model.electra import ElectraForPreTraining, ElectraSelfAttention
+from electra.model.electra.kernels import PerHeadSelfAttention
+from electra.model.electra.modeling import ElectraForPreTraining, ElectraSelfAttention
 from electra.model.kernels import (
     CheapDropout,
     OneDnnLinear,
-    PerHeadSelfAttention,
     dropout,
     dropped_attention,
     keep_mask,

@@ -56,7 +56,7 @@ def test_no_module_over_600_lines():
 
 def test_the_tree_is_one_level_of_subpackages():
     """Modules sit in one subpackage per step of the data flow (docs/architecture.md); only the
-    few that every step shares stay at the top."""
+    few that every step shares stay at the top, and only a family's folder sits deeper."""
     top = {p.name for p in PACKAGE.glob("*.py")}
     shared = {
         "errors",
@@ -64,13 +64,16 @@ def test_the_tree_is_one_level_of_subpackages():
         "locks",
         "jsonl",
         "config",
-        "model_config",
         "overrides",
         "settings",
         "api",
     }
     assert top <= {"__init__.py", *(f"{name}.py" for name in shared)}
-    assert not [p for p in PACKAGE.glob("*/*/*.py")], "subpackages are one level deep"
+    # ... except the architecture families, one folder each below electra/model/
+    # (docs/architecture.md §Adding a family).
+    deeper = [p for p in PACKAGE.glob("*/*/*.py") if p.parent.parent != PACKAGE / "model"]
+    assert not deeper, "subpackages are one level deep"
+    assert not list(PACKAGE.glob("*/*/*/*.py")), "a family's folder has no subfolder"
 
 
 def test_gpu_only_tests_carry_the_one_marker():
@@ -87,7 +90,7 @@ def test_gpu_only_tests_carry_the_one_marker():
 
 def test_predict_evaluate_and_export_know_the_format_not_the_recipe():
     """`predict`, `evaluate` and the hf/ modules read a fine-tuned folder through its format
-    (`electra.hf.finetuned`), never through the fine-tuning recipe (its loop and its seeds)."""
+    (`electra.folders.finetuned`), never through the fine-tuning recipe (its loop and its seeds)."""
     recipe = {"electra.finetuning.run", "electra.finetuning.loop"}
     readers = [
         PACKAGE / "finetuning" / "predict.py",
@@ -100,11 +103,11 @@ def test_predict_evaluate_and_export_know_the_format_not_the_recipe():
 
 
 def test_lower_layers_import_nothing_above_them():
-    """errors, atomic, locks, config and model_config, data/ and model/ are what every command
+    """errors, atomic, locks, config, data/ and model/ are what every command
     stands on: none of them imports a layer above (the engine, objectives, tasks, fine-tuning,
     Hugging Face, recipes, the CLI, the API)."""
     lower = ("electra.errors", "electra.atomic", "electra.locks", "electra.config")
-    lower += ("electra.model_config", "electra.data", "electra.model")
+    lower += ("electra.model.configs", "electra.data", "electra.model")
     upper = ("engine", "objectives", "tasks", "finetuning", "hf", "recipes", "cli", "api")
     upper = tuple(f"electra.{name}" for name in upper)
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}

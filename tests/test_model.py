@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from electra.config import generator_config, preset
-from electra.model.electra import (
+from electra.model.electra.modeling import (
     ElectraForMaskedLM,
     ElectraForPreTraining,
     count_parameters,
@@ -136,12 +136,12 @@ def test_padding_does_not_change_real_token_outputs(tiny_model):
     assert_same_computation(a, b, terms=tiny_model.intermediate_size, depth=depth)
 
 
-@pytest.mark.parametrize("module", ["electra", "heads"])
-def test_the_model_is_plain_pytorch(module):
+@pytest.mark.parametrize("family", ["electra", "modernbert"])
+@pytest.mark.parametrize("module", ["modeling", "heads"])
+def test_the_model_is_plain_pytorch(family, module):
     """The CPU kernels are put in from outside (`electra.model.kernels.use_kernels`), never imported."""
-    source = (
-        Path(__file__).resolve().parent.parent / "electra" / "model" / f"{module}.py"
-    ).read_text()
+    model = Path(__file__).resolve().parent.parent / "electra" / "model"
+    source = (model / family / f"{module}.py").read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):

@@ -22,9 +22,9 @@ from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.model import attention
 from electra.model.attention import flex_masks, use_attention, varlen_sequences
-from electra.model.electra import ElectraForPreTraining
-from electra.model.modernbert import ModernBertModel
-from electra.model_config import GLOBAL, LOCAL
+from electra.model.configs import GLOBAL, LOCAL
+from electra.model.electra.modeling import ElectraForPreTraining
+from electra.model.modernbert.modeling import ModernBertModel
 
 from .conftest import (
     WORDS,

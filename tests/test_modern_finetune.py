@@ -1,4 +1,4 @@
-"""Fine-tuning the modern family (issue 38 item 4): its heads (electra.model.modern_heads) are
+"""Fine-tuning the modern family (issue 38 item 4): its heads (electra.model.modernbert.heads) are
 transformers' ModernBertFor{Sequence,Token}Classification / ForQuestionAnswering, key for key and
 output for output (fp32, padded batch, sdpa and eager); `electra finetune` trains each task kind
 on a tiny modern model folder (classification, multilabel, regression, tagging, linear QA) and
@@ -15,14 +15,14 @@ import torch
 
 from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.loop import layerwise_groups
-from electra.hf.finetuned import load_finetuned
+from electra.folders.finetuned import load_finetuned
 from electra.hf.pretrained import save_pretrained
-from electra.model.modern_heads import (
+from electra.model.modernbert.heads import (
     ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
     ModernBertForTokenClassification,
 )
-from electra.model.modernbert import ModernBertForPreTraining
+from electra.model.modernbert.modeling import ModernBertForPreTraining
 
 from .conftest import (
     CONTEXT,

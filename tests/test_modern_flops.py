@@ -1,4 +1,4 @@
-"""The modern family's model FLOPs (electra.model.modern_flops): one global and one local layer
+"""The modern family's model FLOPs (electra.model.modernbert.flops): one global and one local layer
 counted by hand, the local window's edges counted exactly, GeGLU's doubled `Wi`, the heads, the
 total, and the count against torch's FlopCounterMode (whose SDPA count is the full s x s, masked
 keys included, so the local layer's measured figure exceeds ours by exactly the masked pairs)."""
@@ -11,18 +11,17 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from electra.errors import ElectraError
-from electra.model import modern_flops as mf
+from electra.model.configs import GLOBAL, LOCAL
+from electra.model.family import family
 from electra.model.flops import Network
-from electra.model.modernbert import (
-    GLOBAL,
-    LOCAL,
+from electra.model.modernbert import flops as mf
+from electra.model.modernbert.config import ModernConfig
+from electra.model.modernbert.modeling import (
     ModernBertForMaskedLM,
     ModernBertForPreTraining,
     ModernBertModel,
-    ModernConfig,
     attention_masks,
 )
-from electra.model.registry import family
 
 # Layer 0 global, layer 1 local; a total window of 4 (|i - j| <= 2) matters at s = 10.
 TINY = ModernConfig(

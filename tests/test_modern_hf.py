@@ -21,7 +21,6 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
 from electra.config import generator_config, preset
 from electra.data.tokenizer import fingerprint, special_ids
-from electra.engine.detect import detect
 from electra.engine.train import configure_from_pair, fit_config_to_data
 from electra.errors import ElectraError
 from electra.hf.export import export_hf
@@ -33,13 +32,10 @@ from electra.hf.pretrained import (
     read_model_config,
     save_pretrained,
 )
-from electra.model.modernbert import (
-    GLOBAL,
-    LOCAL,
-    ModernBertForMaskedLM,
-    ModernBertForPreTraining,
-    ModernConfig,
-)
+from electra.model.configs import GLOBAL, LOCAL
+from electra.model.modernbert.config import ModernConfig
+from electra.model.modernbert.modeling import ModernBertForMaskedLM, ModernBertForPreTraining
+from electra.scoring.detect import detect
 
 from .conftest import run_cli, tiny_modern_config
 from .numerics import assert_same_computation, encoder_depth, rounding_bound

@@ -1,4 +1,4 @@
-"""The modern family's CPU kernels (electra.model.modern_kernels): `use_kernels` puts them in on
+"""The modern family's CPU kernels (electra.model.modernbert.kernels): `use_kernels` puts them in on
 CPU; they give the stock layers' outputs and gradients (padded rows, packed documents, both layer
 kinds), HF's hidden states to fp32 rounding (tests/numerics.py), and hand bf16, GPU-less fallbacks and torch.compile to
 the stock code."""
@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.model import modern_kernels
 from electra.model.kernels import use_kernels
-from electra.model.modern_kernels import GegluMLP, RotaryAttention
-from electra.model.modernbert import (
+from electra.model.modernbert import kernels as modern_kernels
+from electra.model.modernbert.kernels import GegluMLP, RotaryAttention
+from electra.model.modernbert.modeling import (
     ModernBertAttention,
     ModernBertMLP,
     ModernBertModel,

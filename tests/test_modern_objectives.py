@@ -10,17 +10,18 @@ import json
 import pytest
 import torch
 
-from electra.config import ModernConfig, ObjectiveConfig, RunConfig, apply_overrides, preset
+from electra.config import ObjectiveConfig, RunConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine.optim import param_groups
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
+from electra.model.family import encoder_of
 from electra.model.kernels import use_kernels
-from electra.model.modern_kernels import RotaryAttention
-from electra.model.modernbert import ModernBertForMaskedLM, ModernBertForPreTraining
-from electra.model.registry import encoder_of
+from electra.model.modernbert.config import ModernConfig
+from electra.model.modernbert.kernels import RotaryAttention
+from electra.model.modernbert.modeling import ModernBertForMaskedLM, ModernBertForPreTraining
 from electra.objectives import OBJECTIVES, build_objective, check_objective
 from electra.objectives.base import binary_loss
 from electra.objectives.flops import (
@@ -280,7 +281,7 @@ def test_a_modern_run_logs_model_flops_where_the_official_convention_has_no_coun
 @pytest.mark.numeric
 def test_cpu_kernels_leave_a_modern_objective_computing_the_same(special, monkeypatch):
     """`kernels=auto` on CPU swaps linear layers (bias-free ones included), dropouts and the
-    modern family's attention and MLP (electra.model.modern_kernels), and the step computes what
+    modern family's attention and MLP (electra.model.modernbert.kernels), and the step computes what
     the stock layers do."""
     import electra.model.kernels as kernels
 

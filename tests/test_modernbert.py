@@ -13,13 +13,12 @@ import torch
 import torch.nn.functional as F
 
 from electra.errors import ElectraError
-from electra.model.modernbert import (
-    GLOBAL,
-    LOCAL,
+from electra.model.configs import GLOBAL, LOCAL
+from electra.model.modernbert.config import ModernConfig
+from electra.model.modernbert.modeling import (
     ModernBertForMaskedLM,
     ModernBertForPreTraining,
     ModernBertModel,
-    ModernConfig,
     attention_masks,
     rotary,
 )

@@ -496,7 +496,7 @@ def test_flops_count_each_objectives_networks():
 
 @pytest.mark.numeric
 def test_two_tower_cloze_never_sees_the_token_it_predicts(tiny_model, special):
-    from electra.objectives.electric import TwoTowerClozeGenerator
+    from electra.model.electra.pretraining import TwoTowerClozeGenerator
 
     cfg = generator_config(tiny_model, ObjectiveConfig())
     gen = TwoTowerClozeGenerator(cfg).eval()

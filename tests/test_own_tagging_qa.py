@@ -41,7 +41,7 @@ def conll_model(tmp_path_factory, conll_sentences):
     """A tiny random discriminator whose vocabulary covers the sentences' words."""
     from electra.data.tokenizer import train_tokenizer
     from electra.hf.pretrained import save_pretrained
-    from electra.model.electra import ElectraForPreTraining
+    from electra.model.electra.modeling import ElectraForPreTraining
 
     root = tmp_path_factory.mktemp("conll_model")
     (root / "c.txt").write_text("\n".join(" ".join(w) for w, _ in conll_sentences) + "\n")
@@ -88,7 +88,7 @@ def near_copies(sentences):
 
 def test_tagging_jsonl_with_a_renamed_tag_set(tmp_path, conll_sentences, conll_model):
     from electra.finetuning.run import finetune
-    from electra.hf.finetuned import load_finetuned
+    from electra.folders.finetuned import load_finetuned
 
     data = tmp_path / "data"
     data.mkdir()
@@ -290,7 +290,7 @@ def test_qa_squad_json_official_head(tmp_path, tiny_pretrained):
 def test_qa_flat_jsonl_linear_head(tmp_path, tiny_pretrained):
     from electra.finetuning.results import score_predictions
     from electra.finetuning.run import finetune
-    from electra.hf.finetuned import load_finetuned
+    from electra.folders.finetuned import load_finetuned
 
     data = tmp_path / "data"
     data.mkdir()

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from electra.finetuning.inference import trim
 from electra.finetuning.packing import first_fit, pack_batch
 from electra.model import kernels
-from electra.model.heads import ElectraForSequenceClassification
+from electra.model.electra.heads import ElectraForSequenceClassification
 
 from .conftest import tiny_model_config, train_losses, varied_sst_dir
 from .numerics import assert_same_computation, assert_same_gradients, encoder_depth, rounding_bound

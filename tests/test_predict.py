@@ -203,8 +203,8 @@ def test_runtime_flags_override_the_fine_tuned_runtime(sst2, capsys, tmp_path):
     inference reads): stock kernels give the same labels, --no-progress hides the bar, a bad
     value is one line, and a setting inference does not read is refused."""
     from electra.config import InferenceRuntime
-    from electra.hf.finetuned import load_for_inference
-    from electra.model.electra import ElectraSelfAttention
+    from electra.folders.finetuned import load_for_inference
+    from electra.model.electra.modeling import ElectraSelfAttention
     from electra.overrides import with_values
 
     model, data = sst2

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from electra.data.store import PretrainingData
-from electra.engine.checkpoint import checkpoint_dirs
 from electra.engine.train import pretrain, resolve_run
 from electra.errors import ElectraError
+from electra.folders.checkpoint import checkpoint_dirs
 from electra.locks import LOCK_FILE
 
 from .conftest import tiny_cfg

@@ -21,10 +21,10 @@ from sklearn.metrics import roc_auc_score
 
 from electra.config import ObjectiveConfig, RunConfig
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
-from electra.engine.checkpoint import checkpoint_dirs, is_complete
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
 from electra.errors import ElectraError
+from electra.folders.checkpoint import checkpoint_dirs, is_complete
 from electra.hf.export import export_hf
 from electra.locks import RunLock
 from electra.objectives.metrics import (

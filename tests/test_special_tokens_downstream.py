@@ -15,8 +15,9 @@ import torch
 from electra.data.specials import SpecialIds, bert_framing, framing
 from electra.data.tokenizer import load_tokenizer, special_ids, tokenizer_special_ids
 from electra.hf.pretrained import save_pretrained
-from electra.model.electra import ElectraForPreTraining
-from electra.model.modernbert import ModernBertForPreTraining, ModernConfig
+from electra.model.electra.modeling import ElectraForPreTraining
+from electra.model.modernbert.config import ModernConfig
+from electra.model.modernbert.modeling import ModernBertForPreTraining
 from electra.tasks import get_task
 from electra.tasks.base import pack
 from electra.tasks.labelled import Example

@@ -11,7 +11,7 @@ import torch
 
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.hf.finetuned import FINETUNE_FILE, load_finetuned, save_finetuned
+from electra.folders.finetuned import FINETUNE_FILE, load_finetuned, save_finetuned
 from electra.tasks import get_task
 from electra.tasks.labelled import ClassificationTask, RegressionTask
 from electra.tasks.qa import QaTask

@@ -15,12 +15,12 @@ from electra.cli.main import main
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
-from electra.engine.checkpoint import checkpoint_dirs
-from electra.engine.detect import detect
 from electra.engine.tracking import read_metrics
 from electra.engine.train import pretrain
+from electra.folders.checkpoint import checkpoint_dirs
 from electra.hf.pretrained import load_pretrained
 from electra.objectives.flops import official_train_flops
+from electra.scoring.detect import detect
 
 from .conftest import shared_data, tiny_cfg
 

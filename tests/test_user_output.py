@@ -18,16 +18,16 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 
 from electra.cli.flags import config_flags_given
 from electra.cli.main import build_parser, main
-from electra.config import PRESETS, preset
+from electra.config import preset, presets
 from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine import progress
-from electra.engine.detect import format_table, piece_text
 from electra.errors import ElectraError
 from electra.hf.pretrained import load_pretrained, pair_configs, save_pretrained
-from electra.model.electra import ElectraForPreTraining, count_parameters, format_count
-from electra.model.registry import encoder_of
+from electra.model.electra.modeling import ElectraForPreTraining, count_parameters, format_count
+from electra.model.family import encoder_of
 from electra.objectives.sharing import build_pair
+from electra.scoring.detect import format_table, piece_text
 
 from .conftest import WORDS, run_cli, tiny_model_config, write_csv
 from .numerics import assert_same_computation, encoder_depth
@@ -44,9 +44,9 @@ def test_help_lists_every_preset_of_both_families(capsys, monkeypatch, command):
     text = capsys.readouterr().out
     preset_help = text.split("\n  --preset PRESET", 1)[1].split("\n  --", 1)[0]
     words = set(re.split(r"[\s,()]+", preset_help))
-    missing = [name for name in PRESETS if name not in words]
+    missing = [name for name in presets() if name not in words]
     assert not missing, preset_help
-    assert any(name.startswith("modern-") for name in PRESETS)  # both families are in the table
+    assert any(name.startswith("modern-") for name in presets())  # both families are in the table
 
 
 def rows_of(out: str) -> dict[str, list[str]]:
@@ -69,14 +69,14 @@ def test_presets_shows_the_vocabulary_it_counts_with_and_takes_vocab_size(capsys
     code, out, _ = run_cli(capsys, "presets")
     assert code == 0
     rows = rows_of(out)
-    assert list(rows) == list(PRESETS)
+    assert list(rows) == list(presets())
     for name, row in rows.items():  # each family's default vocabulary, said in its row
         assert int(row[-1]) == preset(name).model.vocab_size
     assert {rows["small"][-1], rows["modern-small"][-1]} == {"30522", "50368"}
     code, out, _ = run_cli(capsys, "presets", "--vocab-size", 1000)
     assert code == 0
     smaller = rows_of(out)
-    for name in PRESETS:
+    for name in presets():
         assert smaller[name][-1] == "1000"
         assert tuple(smaller[name][1:3]) == counts_at(name, 1000), name
     assert smaller["modern-base"][1] != rows["modern-base"][1]

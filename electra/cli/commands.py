@@ -99,7 +99,7 @@ def cmd_pretrain(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def cmd_detect(args: argparse.Namespace) -> None:
-    from electra.engine.detect import detect, format_table
+    from electra.scoring.detect import detect, format_table
 
     results = detect(args.model, args.text)
     if args.json:
@@ -110,7 +110,7 @@ def cmd_detect(args: argparse.Namespace) -> None:
 
 
 def cmd_score_text(args: argparse.Namespace) -> None:
-    from electra.engine.pll import pseudo_log_likelihood
+    from electra.scoring.pll import pseudo_log_likelihood
 
     results = pseudo_log_likelihood(args.model, args.text)
     if args.json:
@@ -156,7 +156,7 @@ def cmd_experiment(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     from electra.api import export
-    from electra.hf.families import auto_class
+    from electra.model.hf_names import auto_class
 
     for path in export(args.model, args.out, overwrite=args.overwrite, step=args.step):
         arch = json.loads((path / "config.json").read_text())["architectures"][0]
@@ -173,25 +173,25 @@ def cmd_plot(args: argparse.Namespace) -> None:
 def cmd_presets(args: argparse.Namespace) -> None:
     import torch
 
-    from electra.config import PRESETS, generator_config, preset
-    from electra.model.electra import count_parameters, format_count
-    from electra.model.registry import encoder_of
+    from electra.config import generator_config, preset, presets
+    from electra.model.electra.modeling import count_parameters, format_count
+    from electra.model.family import encoder_of
     from electra.objectives.sharing import build_pair
 
     if args.vocab_size is not None and args.vocab_size < 1:
         raise ElectraError(f"--vocab-size {args.vocab_size}: give at least 1")
     # The counts are made with the vocabulary of the last column: each family's default, or
     # --vocab-size (a run's is its data's tokenizer's).
-    w = max(8, *map(len, PRESETS))  # the names' column
+    w = max(8, *map(len, presets()))  # the names' column
     print(
         f"{'preset':<{w}} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr      vocab"
     )
-    for name in PRESETS:
+    for name in presets():
         c = preset(name)
         if args.vocab_size is not None:  # the padding id only has to be a token of it
             c.model = replace(c.model, vocab_size=args.vocab_size, pad_token_id=0)
         with torch.device("meta"):  # sizes only, no memory
-            # The pair as the preset's sharing builds it, in its family (electra.model.registry).
+            # The pair as the preset's sharing builds it, in its family (electra.model.family).
             g, d = build_pair(c.model, c.objective)
         gh = generator_config(c.model, c.objective).hidden_size
         e = getattr(c.model, "embedding_size", "-")  # the modern family has no separate E

@@ -178,10 +178,10 @@ class WholeNamesFormatter(argparse.HelpFormatter):
 
 
 def preset_names() -> str:
-    """Every preset of electra.config.PRESETS, both families': "tiny, small, ... or modern-large"."""
-    from electra.config import PRESETS
+    """Every preset of electra.config.presets(), both families': "tiny, small, ... or modern-large"."""
+    from electra.config import presets
 
-    *names, last = PRESETS
+    *names, last = presets()
     return f"{', '.join(names)} or {last}"
 
 

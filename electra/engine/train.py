@@ -29,7 +29,6 @@ from torch.distributed.tensor import DTensor
 from electra.config import RunConfig, with_architecture_of
 from electra.data.store import BatchStream, PretrainingData
 from electra.data.tokenizer import fingerprint, load_tokenizer
-from electra.engine.checkpoint import load_checkpoint, save_checkpoint
 from electra.engine.distributed import (
     World,
     any_rank,
@@ -42,12 +41,6 @@ from electra.engine.distributed import (
 from electra.engine.graphs import check_graphable
 from electra.engine.optim import build_optimizer, learning_rate, param_groups, set_learning_rate
 from electra.engine.progress import Progress, progress_bar
-from electra.engine.run_folder import (
-    check_new_folder,
-    drop_metrics_after,
-    resume_point,
-    take_folder,
-)
 from electra.engine.runtime import (
     Runtime,
     to_device,
@@ -56,6 +49,13 @@ from electra.engine.runtime import (
 from electra.engine.step import Window
 from electra.engine.tracking import RunLogger
 from electra.errors import ElectraError
+from electra.folders.checkpoint import load_checkpoint, save_checkpoint
+from electra.folders.run_folder import (
+    check_new_folder,
+    drop_metrics_after,
+    resume_point,
+    take_folder,
+)
 from electra.hf.pretrained import (
     load_pair_weights,
     pair_configs,
@@ -63,13 +63,13 @@ from electra.hf.pretrained import (
     save_pretrained,
 )
 from electra.locks import RunLock
-from electra.model.electra import count_parameters, format_count
-from electra.model.registry import FAMILIES, encoder_of
+from electra.model.electra.modeling import count_parameters, format_count
+from electra.model.family import encoder_of, families
 from electra.objectives import Objective, build_objective, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 
 # The layers FSDP shards one by one (`electra.engine.distributed.wrap`), of every family.
-WRAPPED_LAYERS = tuple(f.layer for f in FAMILIES.values())
+WRAPPED_LAYERS = tuple(f.layer for f in families().values())
 
 # What each FLOP convention is called where a run says which it counts in.
 CONVENTIONS = {
@@ -276,7 +276,7 @@ def resolve_run(
 ) -> tuple[RunConfig, Path | None, bool]:
     """The config this run trains with, the checkpoint it resumes from (None: it starts afresh) and
     whether it starts from a pretrained pair (`train.init_from`). It writes nothing: a resumed run
-    keeps its saved settings but those that may change (`electra.engine.run_folder`), a new run
+    keeps its saved settings but those that may change (`electra.folders.run_folder`), a new run
     needs a free folder (or `overwrite`), the data must be of the run's tokenizer; and it fits
     the config to the data (a resumed run takes its checkpoint's architecture, a pair's run the
     pair's)."""

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from electra.config import OptimConfig, RuntimeConfig
 from electra.errors import ElectraError
-from electra.model_config import AnyModelConfig
+from electra.model.configs import AnyModelConfig
 from electra.overrides import none_for_unset, unknown_key, with_values
 from electra.tasks.settings import (
     FAMILIES,

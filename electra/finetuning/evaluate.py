@@ -23,11 +23,7 @@ from electra.finetuning.dev_split import (
 )
 from electra.finetuning.overlap import load_rows, screen
 from electra.finetuning.results import evaluate_sets, read_file
-from electra.hf.finetuned import (
-    finetuned_dir,
-    load_for_inference,
-    read_finetune_info,
-)
+from electra.folders.finetuned import finetuned_dir, load_for_inference, read_finetune_info
 from electra.jsonl import write_jsonl
 from electra.locks import claim_output
 from electra.tasks import get_task

@@ -22,7 +22,7 @@ from electra.engine.step import Window
 from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import select_rows, trim
 from electra.finetuning.packing import pack_batch
-from electra.model.registry import family_of
+from electra.model.family import family_of
 from electra.objectives import StepOutput
 from electra.tasks.base import Encoded, Task
 

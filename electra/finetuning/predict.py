@@ -38,7 +38,7 @@ from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import predict_outputs
-from electra.hf.finetuned import load_for_inference
+from electra.folders.finetuned import load_for_inference
 from electra.jsonl import jsonl_writer
 from electra.locks import claim_output
 from electra.tasks.base import Task, utf8_text
@@ -86,7 +86,7 @@ class Predictor:
         """The fine-tuned model at `path` (a finetune --out folder: its best seed, or a seed
         folder, or a Hugging Face task folder), run as it was fine-tuned unless `runtime`
         (`electra.config.InferenceRuntime`), `device` or `precision` say otherwise
-        (`electra.hf.finetuned.load_for_inference`); `threads` sets torch's CPU threads for the
+        (`electra.folders.finetuned.load_for_inference`); `threads` sets torch's CPU threads for the
         process (`--threads`); `reading` ({"text_columns", "delimiter"}) reads new files of your
         own by other columns or separator than its training files'."""
         if threads is not None:

@@ -44,11 +44,11 @@ from electra.finetuning.results import (
     read_train,
     summarize,
 )
-from electra.hf.finetuned import FINETUNE_FILE, save_finetuned
+from electra.folders.finetuned import FINETUNE_FILE, save_finetuned
 from electra.hf.from_transformers import load_encoder
 from electra.jsonl import read_jsonl, write_jsonl
 from electra.locks import claim_output
-from electra.model_config import AnyModelConfig
+from electra.model.configs import AnyModelConfig
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
 from electra.tasks.splits import DataSource, SplitFiles, source_paths

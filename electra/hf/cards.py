@@ -7,15 +7,15 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from electra.hf.families import FAMILIES
 from electra.hf.head_rewrite import pairs_fit
+from electra.model.hf_names import hf_families
 
 
 def model_card(source: Path, task, info: dict, config: dict, cfg) -> str:
     """README.md for the export: what the model is, where it came from, how it was trained, how
     well it did on dev (per seed), and how to run it."""
     arch = config["architectures"][0]
-    family = FAMILIES[config["model_type"]]
+    family = hf_families()[config["model_type"]]
     pipeline = family.task_head(arch).pipeline
     labels = list(config.get("id2label", {}).values())
     lines = [

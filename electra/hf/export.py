@@ -5,14 +5,14 @@ Our module names are Hugging Face's, so export is a re-save through our own load
 checked against their config on the way, and a model that its family's HF classes cannot represent
 is refused rather than written as weights that load but compute something else.
 
-A fine-tuned model (`electra.hf.finetuned`) goes to `AutoModelForSequenceClassification`,
+A fine-tuned model (`electra.folders.finetuned`) goes to `AutoModelForSequenceClassification`,
 `...TokenClassification` or `...QuestionAnswering` (`export_finetuned`, the classes of
-`electra.hf.families`), with its labels, problem type and a model card (`electra.hf.cards`); the
+`electra.model.hf_names`), with its labels, problem type and a model card (`electra.hf.cards`); the
 paper's one-layer classifier is rewritten exactly into HF's two-layer head
 (`electra.hf.head_rewrite`, docs/huggingface.md), and the XLNet-style QA head is refused. The
 exported config keeps the fine-tuning dropout (HF's `classifier_dropout` unset, so the hidden
 dropout), the rate our head was trained with. The modern family's heads are HF's own
-(`electra.model.modern_heads`): their weights go as they are, the config with the 5.x keys,
+(`electra.model.modernbert.heads`): their weights go as they are, the config with the 5.x keys,
 `classifier_pooling` and the special tokens, the tokenizer without `token_type_ids`.
 """
 
@@ -29,12 +29,16 @@ from torch import nn
 from electra.atomic import atomic_dir, write_json_atomic, write_text_atomic
 from electra.config import RunConfig
 from electra.data.tokenizer import load_tokenizer, tokenizer_special_ids
-from electra.engine.checkpoint import PREFIX, checkpoint_dirs
-from electra.engine.run_folder import check_run_tokenizer
 from electra.errors import ElectraError
+from electra.folders.checkpoint import PREFIX, checkpoint_dirs
+from electra.folders.finetuned import (
+    finetuned_dir,
+    is_finetuned,
+    load_finetuned,
+    read_finetune_info,
+)
+from electra.folders.run_folder import check_run_tokenizer
 from electra.hf.cards import model_card
-from electra.hf.families import FAMILIES, TaskHead, family_for
-from electra.hf.finetuned import finetuned_dir, is_finetuned, load_finetuned, read_finetune_info
 from electra.hf.head_rewrite import exact_classification_head
 from electra.hf.pretrained import (
     ROLES,
@@ -45,6 +49,7 @@ from electra.hf.pretrained import (
     write_model_files,
 )
 from electra.locks import claim_output
+from electra.model.hf_names import TaskHead, hf_families, hf_of
 from electra.objectives import build_objective
 
 
@@ -60,7 +65,7 @@ def check_exportable(model: nn.Module, source: Path) -> None:
     if extra:
         raise ElectraError(
             f"{source}: weights {', '.join(extra[:3])} have no Hugging Face "
-            f"{family_for(cfg).title} counterpart; export the model folder pretraining "
+            f"{hf_of(cfg).title} counterpart; export the model folder pretraining "
             "wrote (it folds them in)"
         )
 
@@ -135,7 +140,7 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
         task, model, tokenizer, cfg = load_finetuned(source)
         model.eval()
         head, state = hf_head_state(task, model, source)
-        family = family_for(model.config)
+        family = hf_of(model.config)
         extra = hf_label_config(task, head)
         if hasattr(model, "pooling"):  # a modern sequence classifier's: HF's classifier_pooling
             extra["classifier_pooling"] = model.pooling
@@ -160,7 +165,7 @@ def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[
     """The `transformers` head that the model exports to and the weights under its names: the
     encoder's as they are, the head's as HF's class holds them."""
     name = type(model).__name__
-    head = FAMILIES[model.config.arch].exported_head(name)
+    head = hf_families()[model.config.arch].exported_head(name)
     if head is None:
         raise ElectraError(
             f"{source}: the official XLNet-style QA head has no Hugging Face class; fine-tune "

@@ -1,4 +1,4 @@
-"""Hugging Face ELECTRA and ModernBERT folders with a task head, or with none
+"""Hugging Face HF and ModernBERT folders with a task head, or with none
 (docs/huggingface.md#import).
 
 - `load_encoder`: the encoder of any pretrained folder (ours, a run's, or one of these), which
@@ -16,7 +16,7 @@
   gives it (`ClassificationTask.read_with`, `from_line`). The modern family's
   `ModernBertForSequenceClassification` (its `classifier_pooling` too),
   `ModernBertForTokenClassification` and `ModernBertForQuestionAnswering` run alike
-  (`electra.model.modern_heads`).
+  (`electra.model.modernbert.heads`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from torch import nn
 
 from electra.errors import ElectraError
 from electra.finetuning.config import FinetuneConfig
-from electra.hf.families import ELECTRA, FAMILIES, family_for
 from electra.hf.pretrained import (
     ARCHITECTURES,
     fit_state_dict,
@@ -48,14 +47,14 @@ from electra.hf.pretrained import (
     with_article,
 )
 from electra.hf.saved_with import check_config
-from electra.model import registry
-from electra.model.heads import (
-    ElectraForSequenceClassificationHF,
-    build_head,
-)
-from electra.model.modern_heads import ModernBertForSequenceClassification
-from electra.model.registry import encoder_of
-from electra.model_config import AnyModelConfig
+from electra.model import family as registry
+from electra.model.configs import AnyModelConfig
+from electra.model.electra.heads import ElectraForSequenceClassificationHF
+from electra.model.electra.hf import HF
+from electra.model.family import encoder_of
+from electra.model.heads import build_head
+from electra.model.hf_names import hf_families, hf_of
+from electra.model.modernbert.heads import ModernBertForSequenceClassification
 from electra.tasks.base import Task
 from electra.tasks.labelled import ClassificationTask, RegressionTask
 from electra.tasks.multilabel import MultilabelTask
@@ -64,12 +63,12 @@ from electra.tasks.settings import QaSettings
 from electra.tasks.tagging import TAG, TaggingTask
 
 # The HF classes that `electra predict` and `evaluate` run as they are, of every family.
-TASK_HEADS = tuple(name for family in FAMILIES.values() for name in family.task_heads)
+TASK_HEADS = tuple(name for family in hf_families().values() for name in family.task_heads)
 # The HF classes whose encoder `electra finetune` takes, and the head each leaves behind (and our
 # heads' classes, so that every fine-tuned folder of ours is taken too).
 ENCODER_SOURCES = {
     name: description
-    for family in FAMILIES.values()
+    for family in hf_families().values()
     for name, description in (
         (family.encoder, ""),
         *((h.hf_class, h.description) for h in family.heads),
@@ -117,7 +116,7 @@ def load_hf_encoder(
     state = read_state_dict(path)
     with torch.device("meta"):  # only the names and shapes are compared
         holder = _Encoder(cfg)
-    prefix, bare = holder.prefix, arch == family_for(cfg).encoder
+    prefix, bare = holder.prefix, arch == hf_of(cfg).encoder
     if bare and not any(k.startswith(f"{prefix}.") for k in state):
         state = {f"{prefix}.{k}": v for k, v in state.items()}  # a base model's names
     state = fit_state_dict(state, holder, path)  # drops the buffers older versions saved
@@ -144,10 +143,10 @@ def is_hf_task_dir(path: Path) -> bool:
     if not is_model_dir(path):
         return False
     raw = _config(path)
-    model_type = raw.get("model_type", ELECTRA.model_type)
+    model_type = raw.get("model_type", HF.model_type)
     # A modern discriminator is written as a two-label token classifier: named as what it is.
-    arch = folder_class(raw, FAMILIES[model_type]) if model_type in FAMILIES else ""
-    if model_type in FAMILIES and arch not in TASK_HEADS:
+    arch = folder_class(raw, hf_families()[model_type]) if model_type in hf_families() else ""
+    if model_type in hf_families() and arch not in TASK_HEADS:
         raise ElectraError(
             f"{path} holds {'an' if arch[0] in 'AEIOU' else 'a'} {arch}, not a fine-tuned model: fine-tune it with `electra "
             "finetune`, or pass a finetune --out folder, one of its seed folders, or a Hugging "
@@ -160,13 +159,13 @@ def is_hf_task_dir(path: Path) -> bool:
 def load_hf_finetuned(
     path: Path,
 ) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
-    """`electra.hf.finetuned.load_finetuned` for a folder of `TASK_HEADS`: the task its config.json
+    """`electra.folders.finetuned.load_finetuned` for a folder of `TASK_HEADS`: the task its config.json
     describes, the model with its weights, the tokenizer, and the recipe's defaults with
     `max_seq_len` the tokenizer's `model_max_length` (at most the model's positions)."""
     raw = _config(path)
     arch, model_cfg = read_model_config(path, TASK_HEADS)
     tokenizer = model_tokenizer(path, model_cfg)
-    family = FAMILIES[model_cfg.arch]
+    family = hf_families()[model_cfg.arch]
     if arch not in family.task_heads:  # a config.json whose model_type and class disagree
         raise ElectraError(
             f"{path / 'config.json'}: a {family.title} model (model_type {family.model_type!r}) "
@@ -207,7 +206,7 @@ def _classifier(
 ) -> tuple[Task, nn.Module]:
     """The task of a sequence classifier, by `problem_type` (unset: regression for one label,
     as HF's own loss decides), and HF's head: electra's two-layer one, or the modern family's
-    (`electra.model.modern_heads`, with the config's `classifier_pooling`)."""
+    (`electra.model.modernbert.heads`, with the config's `classifier_pooling`)."""
     n = _num_labels(raw)
     kind = raw.get("problem_type") or ("regression" if n == 1 else PROBLEM_TYPES[0])
     if kind not in PROBLEM_TYPES:

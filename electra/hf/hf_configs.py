@@ -1,5 +1,5 @@
 """A Hugging Face `config.json` read into our model config of its family: `ElectraConfig` into
-`ModelConfig`, `ModernBertConfig` into `ModernConfig`, whichever `transformers` version wrote it.
+`ElectraModelConfig`, `ModernBertConfig` into `ModernConfig`, whichever `transformers` version wrote it.
 
 ModernBERT's layer pattern and rotary thetas have two spellings: 4.x's `global_attn_every_n_layers`,
 `global_rope_theta` and `local_rope_theta`, and 5.x's `layer_types` and `rope_parameters` (which 5.x
@@ -15,14 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
-from electra.model_config import (
-    GLOBAL,
-    LOCAL,
-    AnyModelConfig,
-    ModelConfig,
-    ModernConfig,
-    layer_types,
-)
+from electra.model.configs import GLOBAL, LOCAL, AnyModelConfig
+from electra.model.electra.config import ElectraModelConfig
+from electra.model.modernbert.config import ModernConfig, layer_types
 
 # HF ModernBertConfig settings our modules hard-wire, with the only value they compute.
 _MODERN_FIXED = {
@@ -38,7 +33,7 @@ def model_config_from_hf(raw: dict[str, Any], file: Path) -> AnyModelConfig:
     """The model config of a `config.json` of model_type electra or modernbert (`raw`)."""
     if raw.get("model_type", "electra") == "modernbert":
         return modern_config_from_hf(raw, file)
-    return _built(ModelConfig, _known(ModelConfig, raw), file)
+    return _built(ElectraModelConfig, _known(ElectraModelConfig, raw), file)
 
 
 def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ Because module names follow `transformers`, our folders are Hugging Face ELECTRA
 folders, and Hugging Face folders (safetensors or `pytorch_model.bin`) load here. The modern
 family's discriminator, which HF has no class for, is written as the two-label
 `ModernBertForTokenClassification` that `AutoModelForTokenClassification` loads as it is
-(`electra.hf.families.RTD_LABELS`: classifier rows [0; w], so HF's softmax is our sigmoid) and
+(`electra.model.hf_names.RTD_LABELS`: classifier rows [0; w], so HF's softmax is our sigmoid) and
 read back as row 1 minus row 0. A folder is written beside its destination and renamed into
 place, so it is complete or absent.
 """
@@ -36,16 +36,16 @@ from electra.data.tokenizer import (
     special_ids,
 )
 from electra.errors import ElectraError
-from electra.hf.families import FAMILIES, RTD_LABELS, Family, family_for
 from electra.hf.hf_configs import model_config_from_hf
 from electra.hf.saved_with import check_config, check_tokenizer, saved_with
-from electra.model.registry import family as model_family
-from electra.model_config import AnyModelConfig
+from electra.model.configs import AnyModelConfig
+from electra.model.family import family as model_family
+from electra.model.hf_names import RTD_LABELS, HFNames, hf_families, hf_of
 
 # The pretraining networks by the class name `read_model_config` gives their folders (our class
 # names, which are HF's where HF has the class), over every family.
 ARCHITECTURES: dict[str, type[nn.Module]] = {}
-for _f in FAMILIES.values():
+for _f in hf_families().values():
     ARCHITECTURES[_f.discriminator] = model_family(_f.model_type).pretraining
     ARCHITECTURES[_f.generator] = model_family(_f.model_type).masked_lm
 ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order of preference
@@ -64,7 +64,7 @@ def save_pretrained(
     # Tied tensors (the generator's output layer and its word table) are stored under both names,
     # as separate copies, so the file loads into any implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    family, name, extra = family_for(model.config), type(model).__name__, {}
+    family, name, extra = hf_of(model.config), type(model).__name__, {}
     if name == family.discriminator and family.discriminator_as:
         name, extra = family.discriminator_as, rtd_label_config()
         state.update(two_label_classifier(state["classifier.weight"], state["classifier.bias"]))
@@ -100,13 +100,13 @@ def write_model_files(
     """`config.json`, `model.safetensors` and the tokenizer files into `folder` (a temporary
     folder being filled: `atomic_dir`): the files of every model folder we write. The tokenizer
     names its special tokens by their own spellings (`special`, else `special_ids`) and truncates
-    where the model stops reading (`Family.tokenizer_max_length`)."""
+    where the model stops reading (`HFNames.tokenizer_max_length`)."""
     write_json_atomic(folder / "config.json", config)
     # What the weights were saved with (`electra.hf.saved_with`), checked when they load.
     metadata = {"format": "pt", **saved_with(config, tokenizer)}
     with writing(folder / "model.safetensors"):  # a full disk is an OSError naming the file
         save_file(state, folder / "model.safetensors", metadata=metadata)
-    family = FAMILIES[config["model_type"]]
+    family = hf_families()[config["model_type"]]
     save_tokenizer(
         tokenizer,
         folder,
@@ -152,12 +152,12 @@ def read_model_config(
     if not isinstance(raw, dict):
         raise ElectraError(f"{file} is not a JSON object")
     model_type = raw.get("model_type", "electra")
-    if model_type not in FAMILIES:
+    if model_type not in hf_families():
         raise ElectraError(
             f"{file} is a {model_type!r} model, not an ELECTRA one nor a ModernBERT one: pass a "
-            f"model folder of model_type {' or '.join(FAMILIES)}"
+            f"model folder of model_type {' or '.join(hf_families())}"
         )
-    family = FAMILIES[model_type]
+    family = hf_families()[model_type]
     arch = folder_class(raw, family)
     if allowed is not None and arch not in allowed:
         raise ElectraError(
@@ -170,7 +170,7 @@ def read_model_config(
 def written_class(arch: str) -> str:
     """`arch` (a class `read_model_config` gives) as a folder's config.json names it: our modern
     discriminator, a class `transformers` lacks, is its two-label token classifier."""
-    for family in FAMILIES.values():
+    for family in hf_families().values():
         if family.discriminator_as and arch == family.discriminator:
             return f"{family.discriminator_as} with labels {'/'.join(RTD_LABELS)}"
     return arch
@@ -181,7 +181,7 @@ def with_article(word: str) -> str:
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
-def folder_class(raw: dict, family: Family) -> str:
+def folder_class(raw: dict, family: HFNames) -> str:
     """The class named by a config.json (`raw`), where a two-label token classifier with the
     labels `RTD_LABELS` is a discriminator of a family that writes it so."""
     arch = (raw.get("architectures") or [family.written_discriminator])[0]
@@ -268,7 +268,7 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
     LM's tied output weight, which `transformers` leaves out of the file, and reads a modern
     discriminator's two-label classifier as one logit (row 1 minus row 0)."""
     state = {k: v for k, v in state.items() if k not in _HF_BUFFERS}
-    name, family = type(model).__name__, family_for(model.config)
+    name, family = type(model).__name__, hf_of(model.config)
     if name == family.generator:
         out, table_name = family.tied
         table = state.get(table_name)
@@ -278,7 +278,7 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
                 f"{source}: {out} differs from the token embeddings; an untied output layer is "
                 "not supported (electra ties it to the embedding table)"
             )
-    rtd = [f.discriminator for f in FAMILIES.values() if f.discriminator_as]
+    rtd = [f.discriminator for f in hf_families().values() if f.discriminator_as]
     weight = state.get("classifier.weight")
     if name in rtd and weight is not None and weight.shape[0] == len(RTD_LABELS):
         bias = state["classifier.bias"]
@@ -402,7 +402,7 @@ def mlm_source(path: str | Path) -> AnyModelConfig | None:
             "pair (an MLM folder to continue with RTD is a ModernBertForMaskedLM folder)"
         )
     arch, cfg = read_model_config(path, None)  # refused below naming only what is taken
-    family = family_for(cfg)
+    family = hf_of(cfg)
     if arch != family.generator or not family.discriminator_as:
         raise ElectraError(
             f"{path} holds {with_article(written_class(arch))}: --init-from takes a folder with "
@@ -429,7 +429,7 @@ def pair_configs(
     (d_arch, d), (g_arch, g) = read_model_config(disc_dir), read_model_config(gen_dir)
     for folder, cfg in ((disc_dir, d), (gen_dir, g)):  # the tokenizers their weights had
         model_tokenizer(folder, cfg)
-    family = family_for(d)
+    family = hf_of(d)
     if (d_arch, g_arch) != (family.discriminator, family.generator):
         raise ElectraError(
             f"{path}: expected {with_article(written_class(family.discriminator))} "
@@ -499,7 +499,7 @@ def load_shared_generator(generator: nn.Module, state: dict, source: Path) -> No
     copies of them and its tied output weight are left out of `state`."""
     prefix = generator.base_model_prefix
     shared = {k for k in generator.state_dict() if k.startswith(f"{prefix}.embeddings.")}
-    shared.add(family_for(generator.config).tied[0])
+    shared.add(hf_of(generator.config).tied[0])
     state = {k: v for k, v in state.items() if k not in shared}
     check_fits(generator, state, source, skip=shared)
     generator.load_state_dict(state, strict=False)
@@ -512,7 +512,7 @@ def load_mlm_continuation(discriminator: nn.Module, generator: nn.Module, path: 
     theta: the pattern counts from the first layer). Returns `load_pair_weights`' line."""
     arch, cfg = read_model_config(path)
     with torch.device("meta"):  # the names and shapes the file must have
-        mlm = ARCHITECTURES[family_for(cfg).generator](cfg)
+        mlm = ARCHITECTURES[hf_of(cfg).generator](cfg)
     state = fit_state_dict(read_state_dict(path), mlm, path)
     check_fits(mlm, state, path)
     prefix = mlm.base_model_prefix

@@ -23,7 +23,7 @@ from safetensors import SafetensorError, safe_open
 from electra.data.tokenizer import fingerprint
 from electra.errors import ElectraError
 from electra.hf.hf_configs import model_config_from_hf
-from electra.model_config import AnyModelConfig
+from electra.model.configs import AnyModelConfig
 
 TOKENIZER_KEY = "electra.tokenizer_fingerprint"
 CONFIG_KEY = "electra.computed_config"

@@ -1,2 +1,3 @@
-"""The networks: one module per architecture family, the fine-tuning heads, CPU kernels and FLOP
-counts. Modules here know nothing of training."""
+"""The networks: what architecture families share (this package's modules: the `Family` record
+and its registry, attention paths, FLOP conventions, CPU kernels, fine-tuning heads by kind) and
+one folder per family (`electra/model/<family>/`). Modules here know nothing of training."""

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from electra.errors import ElectraError
-from electra.model_config import GLOBAL, LOCAL
+from electra.model.configs import GLOBAL, LOCAL
 
 try:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention

@@ -24,8 +24,9 @@ attention with dropout in training out with that dropout, one head at a time to 
 head-layout copies. On GPU, under torch.compile (which may wrap a model after the swap: the check
 is made at each call), in eval and at p = 0 the stock dropout and SDPA run instead.
 
-The modern family's CPU kernels (fused rotary heads, short-row attention, GeGLU) are in
-`electra.model.modern_kernels`; `use_kernels` swaps them in with these.
+Each family's own kernels (the ELECTRA family's per-head attention, the modern family's fused
+rotary heads, short-row attention and GeGLU) are in its folder's `kernels.py`, named by its record's
+`kernels`; `use_kernels` swaps them in with these.
 
 The malloc setting that also speeds CPU training (`electra.engine.host_memory`) is not here: it is a
 setting of the whole process, not of a model, and `electra.engine.runtime.configure_process` applies it.
@@ -47,9 +48,7 @@ from torch.utils import flop_counter
 
 from electra.config import KERNELS
 from electra.errors import ElectraError
-from electra.model.electra import ElectraSelfAttention
-from electra.model.modern_kernels import GegluMLP, RotaryAttention
-from electra.model.modernbert import ModernBertAttention, ModernBertMLP
+from electra.model.family import families
 
 
 def use_kernels(model: nn.Module, choice: str, device: torch.device) -> nn.Module:
@@ -62,13 +61,9 @@ def use_kernels(model: nn.Module, choice: str, device: torch.device) -> nn.Modul
         raise ElectraError(f"kernels={choice!r}: use {' or '.join(KERNELS)}")
     if choice == "stock" or device.type != "cpu":
         return model
-    swaps: dict[type, type] = {
-        nn.Dropout: CheapDropout,
-        ElectraSelfAttention: PerHeadSelfAttention,
-        # The modern family's (electra.model.modern_kernels).
-        ModernBertAttention: RotaryAttention,
-        ModernBertMLP: GegluMLP,
-    }
+    swaps: dict[type, type] = {nn.Dropout: CheapDropout}
+    for family in families().values():  # each family's own (`electra/model/<family>/kernels.py`)
+        swaps.update(family.kernels or {})
     if onednn_linear_enabled():
         swaps[nn.Linear] = OneDnnLinear
     for module in model.modules():
@@ -214,25 +209,6 @@ class CheapDropout(nn.Dropout):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return dropout(x, self.p, self.training)
-
-
-class PerHeadSelfAttention(ElectraSelfAttention):
-    """`ElectraSelfAttention` (the same parameters) whose q/k/v products run through `linear` and
-    whose attention with dropout, in training on CPU, is `dropped_attention`."""
-
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, queries: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        p = self.p()
-        # At a few queries ([CLS] alone) the attention is small and SDPA's own dropout cheap.
-        if queries is not None or p == 0.0 or stock_ops(x.device):
-            return super().forward(x, mask, queries)
-        layers = (self.query, self.key, self.value)
-        weights, biases = tuple(m.weight for m in layers), tuple(m.bias for m in layers)
-        return dropped_attention(x, weights, biases, self.num_heads, mask, p)
-
-    # The model's fused q/k/v product (`project`), through oneDNN where that is faster.
-    linear = staticmethod(linear)
 
 
 def dropped_attention(

@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import AnyModelConfig, ObjectiveConfig, RunConfig
+from electra.config import ObjectiveConfig, RunConfig
 from electra.data.tokenizer import SpecialIds
 from electra.errors import ElectraError
+from electra.model.configs import AnyModelConfig
 from electra.model.flops import Network
 from electra.objectives.losses import masked_lm_loss, weighted_mean
 from electra.objectives.masking import Masked, mask_tokens, replace_tokens
@@ -136,7 +137,7 @@ class Objective(nn.Module):
         cls, model_cfg: AnyModelConfig, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int
     ) -> Objective:
         """The objective with its networks freshly initialised, of the architecture family
-        `model_cfg.arch` names (`electra.model.registry.family_of`)."""
+        `model_cfg.arch` names (`electra.model.family.family_of`)."""
         raise NotImplementedError
 
     @classmethod
@@ -156,7 +157,7 @@ class Objective(nn.Module):
 
     def models(self) -> dict[str, nn.Module]:
         """The trained networks by role, as plain models of the run's family (its `pretraining` or
-        `masked_lm` class, `electra.model.registry`): each becomes a model folder."""
+        `masked_lm` class, `electra.model.family`): each becomes a model folder."""
         raise NotImplementedError
 
     @classmethod

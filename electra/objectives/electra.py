@@ -12,8 +12,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from electra.config import AnyModelConfig, ObjectiveConfig, RunConfig, generator_config
+from electra.config import ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
+from electra.model.configs import AnyModelConfig
 from electra.model.flops import Network
 from electra.objectives.base import (
     Corruption,
@@ -34,7 +35,7 @@ class ReplacedTokenDetection(Objective):
     """ELECTRA: generator MLM loss + disc_weight * discriminator loss over all real tokens."""
 
     sharings = ("none", "embeddings", "all", "gdes")
-    generator: nn.Module  # the family's masked LM (`electra.model.registry`)
+    generator: nn.Module  # the family's masked LM (`electra.model.family`)
     discriminator: nn.Module  # the family's pretraining (replaced-token) model
 
     @classmethod

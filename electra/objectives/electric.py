@@ -27,38 +27,15 @@ One departure: the towers' edges see zeros where the official code's roll wraps 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from electra.config import (
-    AnyModelConfig,
-    ModelConfig,
-    ModernConfig,
-    ObjectiveConfig,
-    RunConfig,
-    generator_config,
-)
+from electra.config import ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
-from electra.model.documents import same_document
-from electra.model.electra import (
-    ElectraEmbeddings,
-    ElectraGeneratorPredictions,
-    ElectraModel,
-    activation,
-    init_weights,
-)
+from electra.model.configs import AnyModelConfig
+from electra.model.family import encoder_of, family_of
 from electra.model.flops import Network
-from electra.model.modernbert import (
-    ModernBertEmbeddings,
-    ModernBertModel,
-    init_weight,
-    layer_norm,
-    out_std,
-)
-from electra.model.registry import encoder_of, family_of
 from electra.objectives.base import Detection, Objective, StepOutput, binary_loss, register
 from electra.objectives.losses import argmax_hits, token_nll, weighted_mean
 from electra.objectives.masking import (
@@ -73,84 +50,9 @@ from electra.objectives.sampling import sample_categorical, sample_tokens
 from electra.objectives.sharing import check_generator_fits
 
 
-class ClozeTowers(nn.Module):
-    """q(x_t | x_\\t) at every position from a left-to-right and a right-to-left encoder (`ltr`,
-    `rtl`, called as every family's encoder is) and a head over their states side by side; each
-    family's class builds the towers and the head."""
-
-    def forward(
-        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
-    ) -> torch.Tensor:
-        """Cloze logits [B, T, V]."""
-        t = input_ids.shape[1]
-        lower = torch.ones(t, t, dtype=torch.bool, device=input_ids.device).tril()
-        eye = torch.eye(t, dtype=torch.bool, device=input_ids.device)
-        keys = same_document(attention_mask)  # [B, 1, T, T]
-        # Query i attends to the real keys of its document on its side; always to itself, so
-        # that no row of a padded query is empty (an all-masked softmax row is NaN).
-        ltr = self.ltr(input_ids, token_type_ids, (lower & keys) | eye)
-        rtl = self.rtl(input_ids, token_type_ids, (lower.T & keys) | eye)
-        left = F.pad(ltr[:, :-1], (0, 0, 1, 0))  # position t gets ltr[t - 1]
-        right = F.pad(rtl[:, 1:], (0, 0, 0, 1))  # and rtl[t + 1]
-        # ... of its own document only: a packed row's next document is not its context.
-        docs = attention_mask[:, :, None]
-        left = left * (F.pad(docs[:, :-1], (0, 0, 1, 0)) == docs)
-        right = right * (F.pad(docs[:, 1:], (0, 0, 0, 1)) == docs)
-        return self.cloze_logits(torch.cat([left, right], -1))
-
-    def cloze_logits(self, both: torch.Tensor) -> torch.Tensor:
-        """Vocabulary logits from the two towers' states side by side [..., 2H]."""
-        raise NotImplementedError
-
-
-class TwoTowerClozeGenerator(ClozeTowers):
-    """The two-tower cloze model in the ELECTRA family (the official one)."""
-
-    def __init__(self, cfg: ModelConfig, embeddings: ElectraEmbeddings | None = None):
-        super().__init__()
-        self.config = cfg
-        shared = embeddings if embeddings is not None else ElectraEmbeddings(cfg)
-        self.ltr = ElectraModel(cfg, shared)
-        self.rtl = ElectraModel(cfg, shared)
-        head = replace(cfg, hidden_size=2 * cfg.hidden_size)  # reads both towers' states
-        self.generator_predictions = ElectraGeneratorPredictions(head)
-        self.generator_lm_head = nn.Linear(cfg.embedding_size, cfg.vocab_size)
-        init_weights(self, cfg.initializer_range, skip=embeddings)
-        self.generator_lm_head.weight = shared.word_embeddings.weight
-
-    def cloze_logits(self, both: torch.Tensor) -> torch.Tensor:
-        return self.generator_lm_head(self.generator_predictions(both))
-
-
-class ModernTwoTowerClozeGenerator(ClozeTowers):
-    """The two-tower cloze model in the modern family: two `ModernBertModel` towers over one
-    token table, and a head of the family's shape, dense (2H -> H, no bias) -> act -> norm, then a
-    decoder (with a bias, as ModernBERT's) whose weight is the token table."""
-
-    def __init__(self, cfg: ModernConfig, embeddings: ModernBertEmbeddings | None = None):
-        super().__init__()
-        self.config = cfg
-        shared = embeddings
-        if shared is None:  # the towers' own table, initialised as its owner would
-            shared = ModernBertEmbeddings(cfg)
-            init_weight(shared.tok_embeddings.weight, cfg.initializer_range, cfg)
-        self.ltr = ModernBertModel(cfg, shared)
-        self.rtl = ModernBertModel(cfg, shared)
-        self.dense = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
-        self.act = activation(cfg.classifier_activation)
-        self.norm = layer_norm(cfg)
-        self.decoder = nn.Linear(cfg.hidden_size, cfg.vocab_size)
-        init_weight(self.dense.weight, out_std(cfg), cfg)
-        nn.init.zeros_(self.decoder.bias)
-        self.decoder.weight = shared.tok_embeddings.weight
-
-    def cloze_logits(self, both: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.norm(self.act(self.dense(both))))
-
-
 @register("electric")
 class Electric(Objective):
-    generator: ClozeTowers
+    generator: nn.Module  # the family's `cloze_towers` (`electra.model.cloze.ClozeTowers`)
     discriminator: nn.Module  # the family's pretraining model: the energy model
 
     @classmethod
@@ -164,11 +66,7 @@ class Electric(Objective):
     ) -> Electric:
         discriminator = family_of(model_cfg).pretraining(model_cfg)
         shared = encoder_of(discriminator).embeddings if cfg.sharing == "embeddings" else None
-        towers = (
-            ModernTwoTowerClozeGenerator
-            if isinstance(model_cfg, ModernConfig)
-            else TwoTowerClozeGenerator
-        )
+        towers = family_of(model_cfg).cloze_towers
         generator = towers(generator_config(model_cfg, cfg), shared)
         return cls(cfg, special, seq_len, generator=generator, discriminator=discriminator)
 

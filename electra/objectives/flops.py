@@ -1,5 +1,5 @@
 """What a pretraining run costs in FLOPs: the networks the objective says each step runs
-(`Objective.step_networks`), each priced by its architecture family (`electra.model.registry`), in
+(`Objective.step_networks`), each priced by its architecture family (`electra.model.family`), in
 the two conventions of `electra.model.flops` (say which one a figure uses).
 
 - `official_train_flops`: the official counter's, as in the paper's Table 1 (a trained network
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from electra.config import RunConfig
 from electra.errors import ElectraError
+from electra.model.family import family_of
 from electra.model.flops import TRAINED_PASSES, Network
-from electra.model.registry import family_of
 from electra.objectives.base import objective_class
 
 

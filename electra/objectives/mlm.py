@@ -20,18 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import (
-    AnyModelConfig,
-    ModernConfig,
-    ObjectiveConfig,
-    RunConfig,
-    generator_config,
-)
+from electra.config import ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
-from electra.model.electra import ElectraDiscriminatorPredictions, init_weights
+from electra.model.configs import AnyModelConfig
+from electra.model.family import encoder_of, family_of
 from electra.model.flops import Network
-from electra.model.modernbert import head_and_linear
-from electra.model.registry import encoder_of, family_of
 from electra.objectives.base import Objective, StepOutput, register, slot_fraction
 from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
 from electra.objectives.masking import predictable
@@ -121,7 +114,7 @@ class AllTokensMLM(ReplaceMLM):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.copy_gate = copy_gate(self.mlm.config)
+        self.copy_gate = family_of(self.mlm.config).copy_gate(self.mlm.config)
 
     @classmethod
     def step_networks(cls, run: RunConfig, step: int) -> list[Network]:
@@ -153,27 +146,6 @@ class AllTokensMLM(ReplaceMLM):
             "replaced_frac": weighted_mean(c.replaced.float(), attention_mask != 0),
         }
         return StepOutput(self.cfg.gen_weight * c.gen.loss + loss, stats)
-
-
-class ModernCopyGate(nn.Module):
-    """The copy gate in the modern family's head shape: dense -> act -> norm -> one logit (the
-    discriminator's shape, `ModernBertForPreTraining`), initialised as HF initialises it."""
-
-    def __init__(self, cfg: ModernConfig):
-        super().__init__()
-        self.head, self.dense_prediction = head_and_linear(cfg, 1)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.dense_prediction(self.head(hidden)).squeeze(-1)
-
-
-def copy_gate(cfg: AnyModelConfig) -> nn.Module:
-    """All-Tokens MLM's gate D(x, t) for `cfg`'s family: a per-token head like its discriminator's."""
-    if isinstance(cfg, ModernConfig):
-        return ModernCopyGate(cfg)
-    gate = ElectraDiscriminatorPredictions(cfg)
-    init_weights(gate, cfg.initializer_range)
-    return gate
 
 
 def copy_mixture_log_prob(

@@ -1,6 +1,6 @@
 """Building a generator beside the network it trains, with the weight sharing `objective.sharing`
 names (docs/specification.md §Weight sharing; §3.2 of the paper), for every architecture family
-(`electra.model.registry`):
+(`electra.model.family`):
 
 - `none`: two separate networks.
 - `embeddings` (the official code): the embedding module is one; for ELECTRA, the word, position
@@ -21,115 +21,30 @@ The modern family has no embedding projection, so a generator that shares its ta
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from electra.config import (
-    AnyModelConfig,
-    ModelConfig,
-    ModernConfig,
-    ObjectiveConfig,
-    RunConfig,
-    generator_config,
-)
+from electra.config import ObjectiveConfig, RunConfig, generator_config
 from electra.errors import ElectraError
-from electra.model.electra import ElectraEmbeddings, positions_of
-from electra.model.modernbert import ModernBertEmbeddings, layer_norm
-from electra.model.registry import encoder_of, family_of
-
-
-class DisentangledEmbeddings(nn.Module):
-    """The discriminator's embeddings under GDES. The generator's `ElectraEmbeddings` is read, not
-    owned (it is no submodule here), so its tables get no gradient from this module; the token-type
-    table and the LayerNorm are the discriminator's own."""
-
-    def __init__(self, cfg: ModelConfig, source: ElectraEmbeddings):
-        super().__init__()
-        self._source = (source,)  # a tuple keeps nn.Module from registering it
-        self.word_embeddings_delta = nn.Parameter(torch.zeros_like(source.word_embeddings.weight))
-        self.position_embeddings_delta = nn.Parameter(
-            torch.zeros_like(source.position_embeddings.weight)
-        )
-        self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.embedding_size)
-        self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
-
-    @property
-    def source(self) -> ElectraEmbeddings:
-        return self._source[0]
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor,
-        position_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        src = self.source
-        positions = positions_of(input_ids, position_ids)
-        x = (
-            F.embedding(input_ids, src.word_embeddings.weight.detach())
-            + F.embedding(input_ids, self.word_embeddings_delta)
-            + src.position_embeddings.weight.detach()[positions]
-            + self.position_embeddings_delta[positions]
-            + self.token_type_embeddings(token_type_ids)
-        )
-        return self.dropout(self.LayerNorm(x))
-
-    def folded(self) -> dict[str, torch.Tensor]:
-        """The tables an ordinary `ElectraEmbeddings` would hold: generator's + residual."""
-        with torch.no_grad():
-            return {
-                "word_embeddings.weight": self.source.word_embeddings.weight
-                + self.word_embeddings_delta,
-                "position_embeddings.weight": self.source.position_embeddings.weight
-                + self.position_embeddings_delta,
-            }
-
-
-class ModernDisentangledEmbeddings(nn.Module):
-    """GDES for the modern family: the token table is stop_gradient(generator's) + a residual
-    (there are no position tables: positions are rotary); the norm is the discriminator's own, as
-    ELECTRA's GDES keeps its LayerNorm."""
-
-    def __init__(self, cfg: ModernConfig, source: ModernBertEmbeddings):
-        super().__init__()
-        self._source = (source,)  # a tuple keeps nn.Module from registering it
-        self.padding_idx = cfg.pad_token_id
-        self.tok_embeddings_delta = nn.Parameter(torch.zeros_like(source.tok_embeddings.weight))
-        self.norm = layer_norm(cfg)
-        self.drop = nn.Dropout(cfg.embedding_dropout)
-
-    @property
-    def source(self) -> ModernBertEmbeddings:
-        return self._source[0]
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        table = self.source.tok_embeddings.weight.detach()
-        # The padding row learns nothing, as in the folded model's `nn.Embedding(padding_idx=)`.
-        delta = F.embedding(input_ids, self.tok_embeddings_delta, padding_idx=self.padding_idx)
-        return self.drop(self.norm(F.embedding(input_ids, table) + delta))
-
-    def folded(self) -> dict[str, torch.Tensor]:
-        """The table an ordinary `ModernBertEmbeddings` would hold: generator's + residual."""
-        with torch.no_grad():
-            return {
-                "tok_embeddings.weight": self.source.tok_embeddings.weight
-                + self.tok_embeddings_delta
-            }
+from electra.model.configs import AnyModelConfig
+from electra.model.family import encoder_of, family_of
 
 
 def disentangled(cfg: AnyModelConfig, source: nn.Module) -> nn.Module:
     """The GDES embeddings of `cfg`'s family over the generator's embeddings `source`."""
-    if isinstance(cfg, ModernConfig):
-        return ModernDisentangledEmbeddings(cfg, source)
-    return DisentangledEmbeddings(cfg, source)
+    gdes = family_of(cfg).gdes_embeddings
+    if gdes is None:
+        raise ElectraError(
+            f"objective.sharing=gdes: the {family_of(cfg).title} family has no GDES embeddings; "
+            "use objective.sharing=embeddings or none"
+        )
+    return gdes(cfg, source)
 
 
 def plain(model: nn.Module) -> nn.Module:
     """`model` as an ordinary network of its family: a GDES discriminator gets its residual folded
     into a copy with plain embeddings; any other model is returned as it is."""
     embeddings = encoder_of(model).embeddings
-    if not isinstance(embeddings, DisentangledEmbeddings | ModernDisentangledEmbeddings):
+    if not hasattr(embeddings, "folded"):  # GDES embeddings fold into plain tables
         return model
     prefix = f"{model.base_model_prefix}.embeddings."
     state = {k: v for k, v in model.state_dict().items() if "_delta" not in k}
@@ -147,7 +62,7 @@ def check_generator_fits(run: RunConfig) -> None:
     `all`) must have the discriminator's width."""
     sharing = run.objective.sharing
     hidden = generator_config(run.model, run.objective).hidden_size
-    if not isinstance(run.model, ModernConfig) or sharing == "none":
+    if not family_of(run.model).shares_at_full_width or sharing == "none":
         return
     if hidden != run.model.hidden_size:
         raise ElectraError(
@@ -165,7 +80,11 @@ def generator_width_settings(run: RunConfig) -> dict[str, tuple[float, str]]:
     narrow): full width and, unless one encoder serves both, a third of the depth, the modern
     presets' shape."""
     o = run.objective
-    if not isinstance(run.model, ModernConfig) or o.sharing == "none" or o.generator_hidden_size:
+    if (
+        not family_of(run.model).shares_at_full_width
+        or o.sharing == "none"
+        or o.generator_hidden_size
+    ):
         return {}
     if generator_config(run.model, o).hidden_size == run.model.hidden_size:
         return {}

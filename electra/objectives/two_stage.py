@@ -17,8 +17,8 @@ import torch
 
 from electra.config import RunConfig, generator_config
 from electra.errors import ElectraError
+from electra.model.family import encoder_of
 from electra.model.flops import Network
-from electra.model.registry import encoder_of
 from electra.objectives.base import UNSET, StepOutput, binary_loss, register, slot_fraction
 from electra.objectives.electra import ReplacedTokenDetection
 

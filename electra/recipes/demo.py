@@ -18,12 +18,12 @@ from electra.atomic import atomic_dir, atomic_path
 from electra.config import apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from electra.engine.checkpoint import latest_complete
-from electra.engine.heldout import corrupt_and_score, showcase, summary
 from electra.engine.plot import plot_run
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError, Interrupted
+from electra.folders.checkpoint import latest_complete
 from electra.locks import claim_output
+from electra.scoring.heldout import corrupt_and_score, showcase, summary
 
 MARKER = ".electra-demo"
 HELD_OUT_EVERY = 10  # every tenth documentation topic is held out of training

@@ -43,14 +43,14 @@ from typing import Any
 from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data.store import PretrainingData
-from electra.engine.checkpoint import checkpoint_dirs
 from electra.engine.tracking import read_metrics
 from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
+from electra.folders.checkpoint import checkpoint_dirs
 from electra.hf.export import export_hf
 from electra.hf.pretrained import ROLES, is_model_dir
 from electra.locks import RunLock, claim_output
-from electra.model_config import AnyModelConfig, other_family, with_arch
+from electra.model.configs import AnyModelConfig, other_family, with_arch
 from electra.objectives import OBJECTIVES, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 from electra.settings import resolve_run_settings

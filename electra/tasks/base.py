@@ -23,7 +23,7 @@ from electra.data.specials import Framing, bert_framing, framing
 from electra.data.textcut import cut_texts
 from electra.data.tokenizer import SpecialIds, special_ids
 from electra.errors import ElectraError
-from electra.model_config import AnyModelConfig
+from electra.model.configs import AnyModelConfig
 from electra.tasks.splits import DataSource, SplitFiles, given_file, resolve
 
 Batch = dict[str, torch.Tensor]

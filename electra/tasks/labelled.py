@@ -36,8 +36,8 @@ from torch import nn
 
 import electra.tasks.metrics as metrics
 from electra.errors import ElectraError
+from electra.model.configs import AnyModelConfig
 from electra.model.heads import build_head
-from electra.model_config import AnyModelConfig
 from electra.tasks.base import Encoded, Task, pack, row_format, to_tensors, token_ids
 from electra.tasks.settings import ClassificationSettings
 from electra.tasks.splits import SPLITS

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from electra.model.configs import AnyModelConfig
 from electra.model.heads import build_head
-from electra.model_config import AnyModelConfig
 from electra.tasks.base import Batch
 
 ANSWERABILITY_WEIGHT = 0.5

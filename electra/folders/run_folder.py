@@ -23,10 +23,10 @@ from electra.atomic import recover_replaced
 from electra.config import RunConfig, apply_overrides
 from electra.data.store import PretrainingData
 from electra.data.tokenizer import fingerprint, load_tokenizer
-from electra.engine.checkpoint import checkpoint_dirs, latest_complete
 from electra.engine.distributed import restarted_by_torchrun
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
+from electra.folders.checkpoint import checkpoint_dirs, latest_complete
 from electra.jsonl import write_jsonl
 from electra.locks import LOCK_FILE, RunLock
 from electra.overrides import flatten

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from electra.engine.detect import check_texts, load_discriminator, token_logits
 from electra.errors import ElectraError
 from electra.hf.pretrained import trained_objective
+from electra.scoring.detect import check_texts, load_discriminator, token_logits
 
 
 def pseudo_log_likelihood(model_path: str | Path, texts: list[str]) -> list[dict]:

@@ -26,8 +26,9 @@ A padded sequence costs what a full one does: the masked SDPA computes every pai
 from __future__ import annotations
 
 from electra.errors import ElectraError
+from electra.model.configs import GLOBAL
 from electra.model.flops import Network
-from electra.model.modernbert import GLOBAL, ModernConfig
+from electra.model.modernbert.config import ModernConfig
 
 
 def local_keys(seq_len: int, half_window: int) -> int:
@@ -109,7 +110,7 @@ def modern_forward_flops(
 
 
 def forward_flops(n: Network, seq_len: int, convention: str) -> float:
-    """The registry's signature (`electra.model.registry.Family.forward_flops`) for a `Network`
+    """The registry's signature (`electra.model.family.Family.forward_flops`) for a `Network`
     whose config is a `ModernConfig`: a ready adapter for the modern family's entry."""
     if convention == "official":
         raise ElectraError(

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from electra.model.modernbert import ModernBertAttention, ModernBertMLP
+from electra.model.modernbert.modeling import ModernBertAttention, ModernBertMLP
 
 
 def eager_cpu(t: torch.Tensor) -> bool:
@@ -189,3 +189,7 @@ class GegluMLP(ModernBertMLP):
         if not eager_cpu(x) or dropped or not isinstance(self.act, nn.GELU):
             return super().forward(x)
         return self.Wo(_Geglu.apply(self.Wi(x), self.act.approximate))
+
+
+# What `use_kernels` swaps: {stock class: its kernel subclass}.
+KERNELS = {ModernBertAttention: RotaryAttention, ModernBertMLP: GegluMLP}

@@ -11,10 +11,10 @@ from tokenizers import decoders
 from electra.engine.runtime import prepare_model
 from electra.errors import ElectraError
 from electra.hf.pretrained import load_pretrained, trained_objective, with_article
-from electra.model.registry import FAMILIES
+from electra.model.family import families
 
 # Every family's discriminator class: one replaced-token logit per token.
-DISCRIMINATORS = tuple(f.pretraining for f in FAMILIES.values())
+DISCRIMINATORS = tuple(f.pretraining for f in families().values())
 
 
 def load_discriminator(model_path: str | Path, command: str):

@@ -37,7 +37,7 @@ from electra.hf.pretrained import (
     read_state_dict,
     save_pretrained,
 )
-from electra.model.heads import HEADS
+from electra.model.heads import head_classes
 from electra.tasks import get_task
 from electra.tasks.base import Task
 
@@ -150,7 +150,7 @@ def load_finetuned(
     info = read_finetune_info(path)
     cfg = FinetuneConfig.from_values(info["config"], source=str(path / FINETUNE_FILE))
     task = get_task(info["task"], cfg).with_head_config(info.get("head", {}))
-    _, model_cfg = read_model_config(path, HEADS)
+    _, model_cfg = read_model_config(path, head_classes())
     model = task.build_model(model_cfg)
     load_strict(model, read_state_dict(path), path)
     return task, model, model_tokenizer(path, model_cfg), cfg  # checked against the weights'

@@ -19,8 +19,8 @@ from __future__ import annotations
 import torch
 
 from electra.errors import ElectraError
-from electra.model.modernbert import ModernBertWithClassifier
-from electra.model_config import ModernConfig
+from electra.model.modernbert.config import ModernConfig
+from electra.model.modernbert.modeling import ModernBertWithClassifier
 
 POOLINGS = ("cls", "mean")  # HF's `classifier_pooling`
 

@@ -18,25 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import ModelConfig
 from electra.errors import ElectraError
-
-_ACTIVATIONS = {
-    "gelu": nn.GELU,
-    "gelu_new": lambda: nn.GELU(approximate="tanh"),
-    "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
-    "relu": nn.ReLU,
-}
-
-
-def activation(name: str) -> nn.Module:
-    return _ACTIVATIONS[name]()
+from electra.model.electra.config import ElectraModelConfig
+from electra.model.layers import activation, gather_positions
 
 
 class ElectraEmbeddings(nn.Module):
     """Word + position + token-type embeddings, LayerNorm, dropout. Shared by generator and discriminator."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.embedding_size)
         self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.embedding_size)
@@ -69,7 +59,7 @@ def positions_of(input_ids: torch.Tensor, position_ids: torch.Tensor | None) -> 
 class ElectraSelfAttention(nn.Module):
     """Multi-head self-attention: softmax(q k^T / sqrt(d), masked), dropped out, times v."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         h = cfg.hidden_size
         self.num_heads = cfg.num_attention_heads
@@ -132,7 +122,7 @@ class ElectraResidualOutput(nn.Module):
     """dense, dropout, add the residual, LayerNorm: HF's ElectraSelfOutput and ElectraOutput, which
     differ only in their input width (hidden after attention, intermediate after the FFN)."""
 
-    def __init__(self, cfg: ModelConfig, in_features: int):
+    def __init__(self, cfg: ElectraModelConfig, in_features: int):
         super().__init__()
         self.dense = nn.Linear(in_features, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
@@ -143,7 +133,7 @@ class ElectraResidualOutput(nn.Module):
 
 
 class ElectraAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         self.self = ElectraSelfAttention(cfg)
         self.output = ElectraResidualOutput(cfg, cfg.hidden_size)
@@ -156,7 +146,7 @@ class ElectraAttention(nn.Module):
 
 
 class ElectraIntermediate(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
         self.intermediate_act_fn = activation(cfg.hidden_act)
@@ -166,7 +156,7 @@ class ElectraIntermediate(nn.Module):
 
 
 class ElectraLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         self.attention = ElectraAttention(cfg)
         self.intermediate = ElectraIntermediate(cfg)
@@ -182,7 +172,7 @@ class ElectraLayer(nn.Module):
 
 
 class ElectraEncoder(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         self.layer = nn.ModuleList(ElectraLayer(cfg) for _ in range(cfg.num_hidden_layers))
 
@@ -202,7 +192,7 @@ class ElectraEncoder(nn.Module):
 class ElectraModel(nn.Module):
     """The encoder: token ids to final hidden states [B, T, H]. No pooler (the official model has none)."""
 
-    def __init__(self, cfg: ModelConfig, embeddings: ElectraEmbeddings | None = None):
+    def __init__(self, cfg: ElectraModelConfig, embeddings: ElectraEmbeddings | None = None):
         super().__init__()
         self.config = cfg
         # Passing another model's embeddings shares them: the same module, the same parameters.
@@ -236,7 +226,7 @@ class ElectraModel(nn.Module):
 
 
 class ElectraDiscriminatorPredictions(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.activation = activation(cfg.hidden_act)
@@ -251,7 +241,7 @@ class ElectraForPreTraining(nn.Module):
 
     base_model_prefix = "electra"  # the encoder's attribute, as in Hugging Face's classes
 
-    def __init__(self, cfg: ModelConfig, embeddings: ElectraEmbeddings | None = None):
+    def __init__(self, cfg: ElectraModelConfig, embeddings: ElectraEmbeddings | None = None):
         super().__init__()
         self.config = cfg
         self.electra = ElectraModel(cfg, embeddings)
@@ -273,7 +263,7 @@ class ElectraForPreTraining(nn.Module):
 
 
 class ElectraGeneratorPredictions(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ElectraModelConfig):
         super().__init__()
         self.activation = activation("gelu")
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
@@ -288,7 +278,7 @@ class ElectraForMaskedLM(nn.Module):
 
     base_model_prefix = "electra"
 
-    def __init__(self, cfg: ModelConfig, embeddings: ElectraEmbeddings | None = None):
+    def __init__(self, cfg: ElectraModelConfig, embeddings: ElectraEmbeddings | None = None):
         super().__init__()
         self.config = cfg
         self.electra = ElectraModel(cfg, embeddings)
@@ -329,11 +319,6 @@ class ElectraForMaskedLM(nn.Module):
         """The encoder's final states [B, N, H] at `positions` [B, N] (the objectives'
         masked-LM step), gathered from all of them."""
         return gather_positions(self.electra(input_ids, token_type_ids, attention_mask), positions)
-
-
-def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """States [B, N, H] at `positions` [B, N] of `hidden` [B, T, H]."""
-    return hidden.gather(1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
 
 
 def init_weights(module: nn.Module, std: float, skip: nn.Module | None = None) -> None:

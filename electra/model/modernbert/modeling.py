@@ -28,9 +28,10 @@ from torch import nn
 
 from electra.errors import ElectraError
 from electra.model.attention import PathMask, path_masks
+from electra.model.configs import GLOBAL, LOCAL
 from electra.model.documents import same_document
-from electra.model.electra import activation, gather_positions
-from electra.model_config import GLOBAL, LOCAL, ModernConfig
+from electra.model.layers import activation, gather_positions
+from electra.model.modernbert.config import ModernConfig
 
 
 def layer_norm(cfg: ModernConfig) -> nn.LayerNorm:
@@ -132,7 +133,7 @@ class ModernBertAttention(nn.Module):
         self, x: torch.Tensor, rope: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v [B, heads, T, d] of x [B, T, H], q and k turned by `rope`
-        (`electra.model.modern_kernels` does it in fewer passes on CPU)."""
+        (`electra.model.modernbert.kernels` does it in fewer passes on CPU)."""
         b, t, h = x.shape
         # Wqkv's rows are q, then k, then v, each head after head (HF's layout).
         qkv = self.Wqkv(x).view(b, t, 3, self.num_heads, h // self.num_heads)
@@ -167,7 +168,7 @@ class ModernBertAttention(nn.Module):
     ) -> torch.Tensor:
         """Attention of q [B, heads, N, d] over k, v [B, heads, T, d] under the boolean `mask`
         (True where a query may see a key; None: every key), with the layer's dropout in
-        training: [B, heads, N, d]. SDPA (`electra.model.modern_kernels` has a faster one for
+        training: [B, heads, N, d]. SDPA (`electra.model.modernbert.kernels` has a faster one for
         short rows on CPU), or the flex or varlen path's own (`electra.model.attention`)."""
         if isinstance(mask, PathMask):
             return mask.attend(q, k, v)
@@ -377,7 +378,7 @@ class ModernBertForMaskedLM(nn.Module):
         """Logits [B, T, V]; with `positions` [B, K] (the masked slots), only there: [B, K, V]
         (ELECTRA's generator predicts only what was masked, and the vocabulary-wide product is
         most of the head's cost). The whole encoder runs, as the FLOP count charges it
-        (`electra.model.modern_flops`); `hidden_at` runs its last layer at the positions only."""
+        (`electra.model.modernbert.flops`); `hidden_at` runs its last layer at the positions only."""
         hidden = self.model(input_ids, token_type_ids, attention_mask)
         if positions is not None:
             hidden = gather_positions(hidden, positions)
