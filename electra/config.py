@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from electra.atomic import write_json_atomic
 from electra.errors import ElectraError
-from electra.model.configs import AnyModelConfig, other_family, with_arch
+from electra.model.configs import KERNELS, AnyModelConfig, other_family, with_arch
 from electra.model.family import Preset, families, family
 from electra.overrides import (
     flatten,
@@ -136,7 +136,6 @@ class ObjectiveConfig:
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile's CUDA graphs
 PARALLEL_MODES = ("ddp", "fsdp")
-KERNELS = ("auto", "stock")
 # The modern encoder's attention paths (electra.model.attention; docs/performance.md, §Attention
 # paths of the modern family).
 ATTENTION_PATHS = ("sdpa", "flex", "varlen")

@@ -24,8 +24,9 @@ from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine import progress
 from electra.errors import ElectraError
 from electra.hf.pretrained import load_pretrained, pair_configs, save_pretrained
-from electra.model.electra.modeling import ElectraForPreTraining, count_parameters, format_count
+from electra.model.electra.modeling import ElectraForPreTraining
 from electra.model.family import encoder_of
+from electra.model.layers import count_parameters, format_count
 from electra.objectives.sharing import build_pair
 from electra.scoring.detect import format_table, piece_text
 

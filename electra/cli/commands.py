@@ -174,8 +174,8 @@ def cmd_presets(args: argparse.Namespace) -> None:
     import torch
 
     from electra.config import generator_config, preset, presets
-    from electra.model.electra.modeling import count_parameters, format_count
     from electra.model.family import encoder_of
+    from electra.model.layers import count_parameters, format_count
     from electra.objectives.sharing import build_pair
 
     if args.vocab_size is not None and args.vocab_size < 1:

@@ -63,8 +63,8 @@ from electra.hf.pretrained import (
     save_pretrained,
 )
 from electra.locks import RunLock
-from electra.model.electra.modeling import count_parameters, format_count
-from electra.model.family import encoder_of, families
+from electra.model.family import encoder_of, families, family_of
+from electra.model.layers import count_parameters, format_count
 from electra.objectives import Objective, build_objective, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 
@@ -99,15 +99,16 @@ def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) 
 
 
 def document_mask(cfg: RunConfig) -> bool:
-    """`data.document_mask` resolved: unset is on for the modern family; the electra family's
-    encoder takes only padding masks."""
-    modern = cfg.model.arch == "modernbert"
-    if cfg.data.document_mask and not modern:
+    """`data.document_mask` resolved: unset is the family's `document_mask`."""
+    family = family_of(cfg.model)
+    if cfg.data.document_mask and not family.document_mask:
+        masking = [f.name for f in families().values() if f.document_mask]
         raise ElectraError(
-            "data.document_mask=true needs model.arch modernbert: the electra family's encoder "
-            "attends across a row's documents; leave the setting unset or false"
+            f"data.document_mask=true needs model.arch {' or '.join(masking)}: the "
+            f"{cfg.model.arch} family's encoder attends across a row's documents; leave the "
+            "setting unset or false"
         )
-    return modern if cfg.data.document_mask is None else cfg.data.document_mask
+    return family.document_mask if cfg.data.document_mask is None else cfg.data.document_mask
 
 
 def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:

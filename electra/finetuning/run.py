@@ -49,6 +49,7 @@ from electra.hf.from_transformers import load_encoder
 from electra.jsonl import read_jsonl, write_jsonl
 from electra.locks import claim_output
 from electra.model.configs import AnyModelConfig
+from electra.model.family import family_of
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
 from electra.tasks.splits import DataSource, SplitFiles, source_paths
@@ -202,14 +203,13 @@ def _finetune_job(
 
 
 def with_dropout(model_cfg: AnyModelConfig, dropout: float) -> AnyModelConfig:
-    """The encoder's config with the recipe's `dropout` everywhere it drops: the electra family's
-    hidden and attention dropout (BERT's hidden dropout is also its embeddings' and the head's);
-    the modern family's counterparts of those four, so that --dropout means the same on both:
-    embedding_dropout, attention_dropout (its probabilities and output), mlp_dropout (the hidden
-    dropout inside each layer) and classifier_dropout (before the head's last layer)."""
-    if model_cfg.arch == "electra":
-        return replace(model_cfg, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    names = ("embedding_dropout", "attention_dropout", "mlp_dropout", "classifier_dropout")
+    """The encoder's config with the recipe's `dropout` everywhere it drops (its family's
+    `dropout_fields`): the electra family's hidden and attention dropout (BERT's hidden dropout is
+    also its embeddings' and the head's); the modern family's counterparts of those four, so that
+    --dropout means the same on both: embedding_dropout, attention_dropout (its probabilities and
+    output), mlp_dropout (the hidden dropout inside each layer) and classifier_dropout (before the
+    head's last layer)."""
+    names = family_of(model_cfg).dropout_fields
     return replace(model_cfg, **dict.fromkeys(names, dropout))
 
 

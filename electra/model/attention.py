@@ -34,6 +34,7 @@ import torch
 
 from electra.errors import ElectraError
 from electra.model.configs import GLOBAL, LOCAL
+from electra.model.family import families, family_of
 
 try:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -89,14 +90,15 @@ def _check_torch_has(path: str, setting: str) -> None:
 
 
 def check_model(path: str, model_cfg: Any, section: str = "") -> None:
-    """Refuses `path` for a model it cannot run: the electra family (which runs SDPA only), or a
-    modern model with dropout on its attention probabilities, which neither flex nor varlen has.
+    """Refuses `path` for a model it cannot run: one of a family that does not list it in its
+    record's `attention_paths` (the electra family runs SDPA only), or one with dropout on its
+    attention probabilities, which neither flex nor varlen has.
     Fine-tuning calls it as soon as it has read the encoder's config, before writing anything."""
     if path == "sdpa":
         return
     setting = f"{section}attention"
-    if getattr(model_cfg, "arch", None) != "modernbert":
-        raise _family_error(path, setting)
+    if path not in family_of(model_cfg).attention_paths:
+        raise _family_error(path, setting, model_cfg.arch)
     if model_cfg.attention_dropout:
         raise ElectraError(
             f"{setting}={path} has no dropout on the attention probabilities, but the model's "
@@ -105,10 +107,11 @@ def check_model(path: str, model_cfg: Any, section: str = "") -> None:
         )
 
 
-def _family_error(path: str, setting: str) -> ElectraError:
+def _family_error(path: str, setting: str, arch: str) -> ElectraError:
+    having = " or ".join(f.name for f in families().values() if path in f.attention_paths)
     return ElectraError(
-        f"{setting}={path} is an attention path of the modern family (model.arch=modernbert); "
-        f"the electra family runs SDPA: use {setting}=sdpa"
+        f"{setting}={path} is an attention path of the family model.arch={having} only; the "
+        f"{arch} family runs SDPA: use {setting}=sdpa"
     )
 
 
@@ -118,7 +121,7 @@ def use_attention(model: torch.nn.Module, path: str, section: str = "") -> torch
     without one (the electra family) is refused."""
     encoders = [m for m in model.modules() if isinstance(getattr(m, "attention_path", None), str)]
     if path != "sdpa" and not encoders:
-        raise _family_error(path, f"{section}attention")
+        raise _family_error(path, f"{section}attention", model.config.arch)
     for encoder in encoders:
         check_model(path, encoder.config, section)
         encoder.attention_path = path

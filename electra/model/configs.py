@@ -16,6 +16,8 @@ from electra.model.family import families, family
 AnyModelConfig = Any
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"  # HF's layer_types names
+# The CPU kernels a built model may run (`electra.model.kernels.use_kernels`; `train.kernels`).
+KERNELS = ("auto", "stock")
 
 # Sizes that mean the same in every family and go along when a run switches its architecture.
 CARRIED = (

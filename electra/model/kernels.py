@@ -46,8 +46,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.utils import flop_counter
 
-from electra.config import KERNELS
 from electra.errors import ElectraError
+from electra.model.configs import KERNELS
 from electra.model.family import families
 
 

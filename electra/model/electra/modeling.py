@@ -337,16 +337,6 @@ def init_weights(module: nn.Module, std: float, skip: nn.Module | None = None) -
             nn.init.zeros_(m.bias)
 
 
-def count_parameters(*modules: nn.Module) -> int:
-    """Distinct parameters over the modules: a tensor shared between them is counted once."""
-    seen = {id(p): p.numel() for m in modules for p in m.parameters()}
-    return sum(seen.values())
-
-
-def format_count(n: int) -> str:
-    return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n / 1e3:.1f}K"
-
-
 def layerwise_depth(name: str, n: int) -> int:
     """The depth of parameter `name` of a model with `n` layers, for fine-tuning's layer-wise LR
     (`electra.finetuning.loop.layerwise_groups`): embeddings 0, layer i at i + 1, a head n + 1."""
