@@ -13,7 +13,7 @@ since the libraries read their instruction-set settings once, when they load. A 
 - `kernels=auto` or `kernels=stock` (the `train.kernels` setting; auto by default);
 - `NAME=VALUE`: set in the process's environment (`ELECTRA_CPU_LINEAR=onednn`, `GOMP_SPINCOUNT=...`).
 
-The step is the trainer's own (`electra.engine.train.build` and `step_function`), on the demo's data,
+The step is the trainer's own (`electra.pretraining.train.build` and `step_function`), on the demo's data,
 which is built once into a temporary folder unless `--data` names one. Printed per setting and
 thread count: steps/s by the clock (median and range over the rounds) and the process's CPU time
 per step. On a machine shared with other jobs the clock is noisy, while CPU time at one thread
@@ -100,13 +100,14 @@ def worker(args) -> None:
     from electra.engine.optim import learning_rate, set_learning_rate
     from electra.engine.runtime import Runtime
     from electra.engine.step import Window
-    from electra.engine.train import build, micro_batch_seed, resolve_run, step_function
+    from electra.pretraining.resolve import resolve_run
+    from electra.pretraining.train import build, micro_batch_seed, step_function
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     cfg = apply_overrides(preset("tiny"), {"data.path": args.data, "train.kernels": args.kernels})
     data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
     nowhere = Path(tempfile.gettempdir()) / "electra-demo-step-unused"  # build writes nothing
-    cfg = resolve_run(cfg, nowhere, False, data)[0]
+    cfg = resolve_run(cfg, nowhere, data=data).cfg
     runtime = Runtime.of(cfg.train, torch.device("cpu"))
     run = build(cfg, nowhere, data, None, False, World(), runtime)
     run_step, window, train = step_function(run), Window(run.objective.metrics), cfg.train

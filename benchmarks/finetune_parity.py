@@ -223,8 +223,8 @@ def run_reference(args, task: str, seed: int, recipe: dict, out: Path) -> dict:
 
 
 def run_ours(args, task: str, seed: int, recipe: dict, out: Path) -> dict:
-    from electra.finetuning.config import FinetuneConfig
     from electra.finetuning.run import finetune
+    from electra.tasks.finetune_config import FinetuneConfig
 
     cfg = FinetuneConfig(seed=seed, seeds=1, progress=False, random_init=args.random_init, **recipe)
     folder = TASKS[task][0]

@@ -37,16 +37,16 @@ from pathlib import Path
 
 import torch
 
-from electra.config import preset
+from electra.config import RuntimeConfig, preset
 from electra.data.tokenizer import train_tokenizer
 from electra.engine.runtime import Runtime, configure_process, prepare_model
-from electra.finetuning.config import FinetuneConfig, resolve_recipe
 from electra.finetuning.inference import predict
 from electra.finetuning.loop import train_model
+from electra.folders.model_folder import save_pretrained
 from electra.hf.from_transformers import load_encoder
-from electra.hf.pretrained import save_pretrained
 from electra.model.electra.modeling import ElectraForPreTraining
 from electra.tasks import get_task
+from electra.tasks.finetune_config import FinetuneConfig, resolve_recipe
 
 GLUE_DIRS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE"}
 
@@ -113,7 +113,10 @@ class Ours:
                 self.model,
                 self.dev_rows,
                 self.dev,
-                Runtime(self.device, self.args.precision, cuda_graph=self.args.cuda_graph),
+                Runtime.of(
+                    RuntimeConfig(precision=self.args.precision, cuda_graph=self.args.cuda_graph),
+                    self.device,
+                ),
             )
             sync(self.device)
         return len(self.dev_rows) / (time.perf_counter() - start)

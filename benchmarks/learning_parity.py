@@ -221,7 +221,7 @@ def run_reference(cfg, data_path: Path, seed: int, out_dir: Path) -> None:
 
 
 def run_ours(cfg, data_path: Path, seed: int, out_dir: Path) -> None:
-    from electra.engine.train import pretrain
+    from electra.pretraining.train import pretrain
 
     cfg = replace(
         cfg,

@@ -40,14 +40,14 @@ import torch
 from electra.config import preset
 from electra.data.tokenizer import train_tokenizer
 from electra.engine.runtime import Runtime, configure_process
-from electra.finetuning.config import FinetuneConfig, resolve_recipe
 from electra.finetuning.loop import train_model
 from electra.finetuning.predict import Predictor
 from electra.folders.finetuned import save_finetuned
+from electra.folders.model_folder import save_pretrained
 from electra.hf.export import export_finetuned
-from electra.hf.pretrained import save_pretrained
 from electra.model.electra.modeling import ElectraForPreTraining
 from electra.tasks import get_task
+from electra.tasks.finetune_config import FinetuneConfig, resolve_recipe
 
 
 def sentences(glue: Path, n: int) -> list[str]:

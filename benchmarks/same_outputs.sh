@@ -7,7 +7,8 @@
 #   bash benchmarks/same_outputs.sh OUT [CORPUS]      # run in the checkout to describe
 #   diff -r OUT_BEFORE OUT_AFTER
 #
-# STEPS, PRESETS and OBJECTIVES shrink it (the smoke test runs 2 steps of tiny with electra).
+# STEPS, PRESETS and OBJECTIVES shrink it (the smoke test runs 2 steps of tiny with electra);
+# TOKENIZER=OUT_BEFORE/tokenizer makes the second checkout use the first one's tokenizer.
 set -euo pipefail
 out="$(realpath -m "$1")"
 corpus="${2:-../shared/data/wikitext-2-raw/wiki.valid.raw}"
@@ -21,7 +22,14 @@ done
 COLUMNS=100 electra tokenizer train --help >"$out/help/tokenizer-train.txt"
 electra presets >"$out/presets.txt"
 head -c 400000 "$corpus" >"$work/corpus.txt"
-electra tokenizer train "$work/corpus.txt" --vocab-size 2000 --out "$work/tok" >/dev/null 2>&1
+# The tokenizer's trainer breaks ties between equally frequent pairs in no fixed order, so two
+# checkouts compare on one tokenizer: TOKENIZER names a saved one (the first run's is kept in OUT).
+if [ -n "${TOKENIZER:-}" ]; then
+    cp -r "$TOKENIZER" "$work/tok"
+else
+    electra tokenizer train "$work/corpus.txt" --vocab-size 2000 --out "$work/tok" >/dev/null 2>&1
+fi
+cp -r "$work/tok" "$out/tokenizer"
 electra prepare "$work/corpus.txt" --tokenizer "$work/tok" --seq-len 64 --out "$work/data" \
     >/dev/null 2>&1
 steps=(--train.steps "${STEPS:-12}" --train.batch_size 8 --train.log_every 3 --train.save_every "${STEPS:-12}"
@@ -42,8 +50,24 @@ PY
     done
     run="$work/runs/$preset-electra"
     electra export --model "$run" --out "$work/export-$preset" >/dev/null 2>&1
-    (cd "$work/export-$preset" && find . -name '*.safetensors' -o -name 'config.json' \
-        | sort | xargs sha256sum) >"$out/export-$preset.sha256"
+    # A safetensors file's header lists its metadata in no fixed order from one process to the
+    # next, so the weights are compared by name and bytes, the metadata as a sorted dict.
+    python - "$work/export-$preset" >"$out/export-$preset.sha256" <<'PY'
+import hashlib, json, sys
+from pathlib import Path
+from safetensors import safe_open
+root = Path(sys.argv[1])
+for path in sorted([*root.rglob("*.safetensors"), *root.rglob("config.json")]):
+    h = hashlib.sha256()
+    if path.suffix == ".json":
+        h.update(path.read_bytes())
+    else:
+        with safe_open(str(path), "np") as f:
+            h.update(json.dumps(f.metadata(), sort_keys=True).encode())
+            for name in sorted(f.keys()):
+                h.update(name.encode() + f.get_tensor(name).tobytes())
+    print(h.hexdigest(), path.relative_to(root))
+PY
     sst="${SHARED_DATA:-../shared/data}/glue/SST-2"
     electra finetune --model "$work/export-$preset/discriminator" --task sst2 \
         --data "$sst" --out "$work/ft-$preset" --max-train-examples 64 --batch-size 16 --max-seq-len 64 \

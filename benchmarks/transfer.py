@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from electra.atomic import write_json_atomic, write_text_atomic
-from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.run import finetune
+from electra.tasks.finetune_config import FinetuneConfig
 
 TASKS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
 INITS = ("pretrained", "random")
@@ -36,7 +36,7 @@ INITS = ("pretrained", "random")
 def pretrain_model(args, out: Path) -> Path:
     """Pretrains (or resumes) OUT/pretrain and returns its discriminator folder."""
     from electra.config import apply_overrides, preset
-    from electra.engine.train import pretrain
+    from electra.pretraining.train import pretrain
 
     run = out / "pretrain"
     if (run / "discriminator").is_dir():

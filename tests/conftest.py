@@ -161,7 +161,7 @@ def task_tokenizer(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_pretrained(tmp_path_factory, task_tokenizer):
     """A tiny randomly initialized discriminator folder, as `electra pretrain` writes one."""
-    from electra.hf.pretrained import save_pretrained
+    from electra.folders.model_folder import save_pretrained
     from electra.model.electra.modeling import ElectraForPreTraining
 
     out = tmp_path_factory.mktemp("pretrained") / "discriminator"

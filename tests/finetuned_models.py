@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 
 from electra.data.tokenizer import train_tokenizer
-from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.run import finetune
-from electra.hf.pretrained import save_pretrained
+from electra.folders.model_folder import save_pretrained
 from electra.model.electra.modeling import ElectraForPreTraining
+from electra.tasks.finetune_config import FinetuneConfig
 
 from .conftest import CONTEXT, shared_data, tiny_model_config
 

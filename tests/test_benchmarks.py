@@ -46,7 +46,7 @@ def toy(tmp_path_factory):
     WordPiece vocabulary of their text) and data/ (that text prepared at seq len 128)."""
     from electra.data.prepare import prepare
     from electra.data.tokenizer import save_tokenizer, train_tokenizer
-    from electra.hf.pretrained import save_pretrained
+    from electra.folders.model_folder import save_pretrained
     from electra.model.electra.modeling import ElectraForPreTraining
 
     source = shared_data("glue")

@@ -8,14 +8,14 @@ from dataclasses import fields
 
 import pytest
 
-from electra.cli.flags import config_flags_given, resolve_run_config
-from electra.cli.main import build_parser
+from electra.cli.flags import config_flags_given, run_config_from_args
+from electra.cli.main import build_parser, main
 from electra.config import DataConfig, ObjectiveConfig, OptimConfig, RuntimeConfig, TrainConfig
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
 from electra.model.electra.config import ElectraModelConfig
 from electra.model.modernbert.config import ModernConfig
 from electra.overrides import field_docs
+from electra.tasks.finetune_config import FinetuneConfig
 from electra.tasks.settings import FAMILIES, QaSettings
 
 
@@ -89,7 +89,8 @@ def test_pretraining_flags_short_and_long_set_the_config(tmp_path):
     ]
     args, extra = build_parser().parse_known_args(argv)
     assert extra == []
-    cfg = resolve_run_config(args, extra)
+    cfg, given = run_config_from_args(args, extra)  # what `electra pretrain` trains from
+    assert {"train.steps", "train.lr", "train.compile", "objective.mask_prob"} <= given
     assert (cfg.train.steps, cfg.train.lr, cfg.train.compile) == (7, 1e-4, True)
     assert cfg.train.tensorboard is False and cfg.objective.mask_prob == 0.2
 
@@ -97,10 +98,10 @@ def test_pretraining_flags_short_and_long_set_the_config(tmp_path):
 def test_a_misspelt_or_bad_pretraining_flag_is_one_clear_error():
     args, extra = build_parser().parse_known_args(["pretrain", "--train.lrr", "1"])
     with pytest.raises(ElectraError, match="did you mean train.lr"):
-        resolve_run_config(args, extra)
+        run_config_from_args(args, extra)
     args, extra = build_parser().parse_known_args(["pretrain", "--steps", "many"])
     with pytest.raises(ElectraError, match=r"train\.steps='many' in command line"):
-        resolve_run_config(args, extra)
+        run_config_from_args(args, extra)
 
 
 def test_finetuning_flags_reach_the_recipe():
@@ -118,6 +119,55 @@ def test_finetuning_flags_reach_the_recipe():
         ("title", "body"),
         "stock",
     )
+
+
+def test_finetune_reads_a_settings_file_under_its_overrides_and_flags(tmp_path):
+    """Defaults < the --config file < the flags and --section.field overrides, from the command
+    line and from Python alike."""
+    from electra.api import finetune_settings
+    from electra.cli.commands import _finetune_settings
+
+    (tmp_path / "recipe.toml").write_text(
+        'epochs = 5\nlr = 1e-3\nseeds = 2\n[classification]\nlabel_column = "y"\n'
+        'text_columns = ["a", "b"]\n'
+    )
+    argv = ["finetune", "--model", "m", "--task", "classification", "--data", "d", "--out", "o"]
+    argv += ["--config", str(tmp_path / "recipe.toml"), "--lr", "2e-3"]
+    argv += ["--classification.label_column", "z", "--qa.qa_head=official"]
+    args, extra = build_parser().parse_known_args(argv)
+    cfg = _finetune_settings(args, extra)
+    assert (cfg.epochs, cfg.seeds, cfg.lr) == (5, 2, 2e-3)  # file, file, flag over file
+    assert cfg.classification.label_column == "z"  # the override over the file
+    assert cfg.classification.text_columns == ("a", "b") and cfg.qa.qa_head == "official"
+    assert cfg.batch_size == FinetuneConfig().batch_size  # set nowhere: the default
+    # Python: the same file, keyword fields as the flags, section.field keys as the overrides.
+    same = finetune_settings(
+        tmp_path / "recipe.toml",
+        {"lr": 2e-3, "classification.label_column": "z", "qa.qa_head": "official"},
+    )
+    assert same == cfg
+    # A section.field key wins over the same field's flat name; JSON files are read the same.
+    (tmp_path / "recipe.json").write_text('{"classification": {"label_column": "y"}}')
+    both = {"label_column": "flat", "classification.label_column": "dotted"}
+    assert finetune_settings(tmp_path / "recipe.json", both).classification.label_column == "dotted"
+
+
+def test_a_bad_finetune_setting_is_one_clear_error(tmp_path, capsys):
+    from electra.cli.commands import _finetune_settings
+
+    argv = ["finetune", "--model", "m", "--task", "sst2", "--data", "d", "--out", "o"]
+    args, extra = build_parser().parse_known_args([*argv, "--classificaton.label_column", "z"])
+    with pytest.raises(ElectraError, match="did you mean classification.label_column"):
+        _finetune_settings(args, extra)
+    (tmp_path / "bad.toml").write_text("epochs = 'many'\n")
+    args, extra = build_parser().parse_known_args([*argv, "--config", str(tmp_path / "bad.toml")])
+    with pytest.raises(ElectraError, match=r"epochs='many' in .*bad\.toml is not a valid int"):
+        _finetune_settings(args, extra)
+    # A stray word that is no override is argparse's error, as it was before --section.field.
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--lr-rate", "1"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --lr-rate 1" in capsys.readouterr().err
 
 
 def test_field_docs_read_the_comments_beside_the_fields():

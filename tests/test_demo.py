@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from electra.cli.main import main
-from electra.engine.train import StopRequest
 from electra.folders.checkpoint import latest_complete
+from electra.pretraining.train import StopRequest
 from electra.scoring.heldout import _scores, summary
 
 

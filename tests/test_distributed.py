@@ -21,10 +21,10 @@ from electra.data.store import BatchStream, PretrainingData
 from electra.engine.distributed import World, init_process_group
 from electra.engine.optim import learning_rate
 from electra.engine.tracking import read_metrics
-from electra.engine.train import pretrain
 from electra.errors import ElectraError
 from electra.folders.checkpoint import checkpoint_dirs
 from electra.model.kernels import cpu_info
+from electra.pretraining.train import pretrain
 
 from .conftest import tiny_cfg
 from .numerics import encoder_depth, rounding_bound

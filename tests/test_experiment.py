@@ -22,6 +22,7 @@ from .conftest import (
     shared_data,
     write_csv,
 )
+from .test_resolve_run import count_data_opens
 
 
 def test_arms_parse():
@@ -180,8 +181,12 @@ def test_an_experiment_across_architecture_and_objective(
     args += ["--pretrain-set", *[f"{k}={v}" for k, v in short.items()]]
     args += ["--finetune-set", "epochs=1", "max_seq_len=32", "device=cpu"]
     figures = _figures(monkeypatch)
+    opens = count_data_opens(monkeypatch)
     code, table, err = run_cli(capsys, *args)
     assert code == 0, err
+    # The data folder is opened once, and its tokenizer fingerprinted once, for the whole
+    # experiment: pricing every arm, and training each.
+    assert opens == {"opened": 1, "fingerprinted": 1}
     plan = json.loads((out / "experiment.json").read_text())
     steps = {label: arm["steps"] for label, arm in plan["arms"].items()}
     assert steps["electra-rtd"] == 6  # the budget; the other arm's steps are what it buys

@@ -13,8 +13,8 @@ import torch
 
 from electra.errors import ElectraError
 from electra.folders.finetuned import load_finetuned
-from electra.hf import head_rewrite
-from electra.hf.head_rewrite import exact_classification_head
+from electra.model.electra import head_rewrite
+from electra.model.electra.head_rewrite import exact_classification_head
 
 from .conftest import CONTEXT, assert_one_line_error, run_cli, tiny_model_config
 from .finetuned_models import best_seed, data_dirs, finetuned

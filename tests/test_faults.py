@@ -15,12 +15,12 @@ from electra.config import TrainConfig
 from electra.engine.optim import build_optimizer
 from electra.engine.step import Window, train_step
 from electra.engine.tracking import read_metrics
-from electra.engine.train import pretrain
 from electra.errors import ElectraError
 from electra.folders import checkpoint
 from electra.folders.checkpoint import checkpoint_dirs, is_complete
 from electra.locks import RunLock
 from electra.objectives.electra import ReplacedTokenDetection
+from electra.pretraining.train import pretrain
 
 from .conftest import tiny_cfg
 

@@ -11,17 +11,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from electra.config import RuntimeConfig
 from electra.data.tokenizer import SpecialIds
 from electra.engine import runtime
 from electra.engine.graphs import ShapeGraphs
 from electra.engine.optim import build_optimizer, set_learning_rate
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig, resolve_recipe
 from electra.finetuning.inference import predict, trim
 from electra.finetuning.loop import layerwise_groups
 from electra.tasks import get_task
 from electra.tasks.base import pack
+from electra.tasks.finetune_config import FinetuneConfig, resolve_recipe
 from electra.tasks.ner import read_conll
 from electra.tasks.tagging import IGNORE
 
@@ -307,7 +308,8 @@ def test_prediction_batches_by_length_and_keeps_the_examples_order(
     task.eval_batch_size = 4
     seen = {}
     task.decode = lambda examples, data, outputs: seen.update(outputs) or []  # the raw outputs
-    predict(task, model, examples, data, Runtime(torch.device("cpu"), "fp32"))
+    fp32 = Runtime(torch.device("cpu"), RuntimeConfig(precision="fp32"))
+    predict(task, model, examples, data, fp32)
     with torch.no_grad():  # each example alone, in order
         alone = torch.cat([task.infer(model, trim(_row(data, i)))["logits"] for i in range(13)])
     # Other batches, the same chain: 2 layers, the embeddings' projection and LayerNorm and the
@@ -325,7 +327,8 @@ def test_prediction_batches_by_length_and_keeps_the_examples_order(
     monkeypatch.setattr(
         runtime, "ShapeGraphs", lambda *a, **k: runs.append(ShapeGraphs(*a, **k)) or runs[-1]
     )
-    predict(task, model, examples, data, Runtime(torch.device("cpu"), "fp32", cuda_graph=True))
+    graphed = RuntimeConfig(precision="fp32", cuda_graph=True)
+    predict(task, model, examples, data, Runtime(torch.device("cpu"), graphed))
     assert torch.equal(torch.cdist(seen["logits"], alone).argmin(1), torch.arange(13))
     assert_same_computation(seen["logits"], alone, **within)
     shapes = {dict((k, tuple(s)) for k, s, _ in shape)["input_ids"] for shape in runs[0].calls}

@@ -9,7 +9,7 @@ import functools
 import pytest
 import torch
 
-from electra.config import ObjectiveConfig, TrainConfig
+from electra.config import ObjectiveConfig, RuntimeConfig, TrainConfig
 from electra.data.tokenizer import SpecialIds
 from electra.engine import runtime
 from electra.engine.distributed import World
@@ -18,12 +18,12 @@ from electra.engine.optim import build_optimizer, learning_rate, param_groups, s
 from electra.engine.runtime import Runtime
 from electra.engine.step import Window, train_step
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import predict as finetune_predict
 from electra.finetuning.loop import train_model
 from electra.objectives import OBJECTIVES, build_objective
 from electra.tasks import get_task
 from electra.tasks.base import Encoded
+from electra.tasks.finetune_config import FinetuneConfig
 
 from .conftest import tiny_model_config
 from .numerics import assert_same_computation, encoder_depth, rounding_bound
@@ -260,7 +260,7 @@ def test_captured_prediction_matches_eager(monkeypatch):
     outputs = []
     monkeypatch.setattr(task, "decode", lambda examples, data, out: outputs.append(out) or [])
     for graphed in (False, True):
-        cuda = Runtime(torch.device("cuda"), "fp32", cuda_graph=graphed)
+        cuda = Runtime(torch.device("cuda"), RuntimeConfig(precision="fp32", cuda_graph=graphed))
         finetune_predict(task, model, [], data, cuda)
     # the tiny classifier's chain (2 layers, the embeddings' 3 reductions, the head's 2); the
     # longest reduction its rows' 64 keys or intermediate size

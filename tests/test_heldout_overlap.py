@@ -17,13 +17,8 @@ from tokenizers import Tokenizer, models, normalizers
 from electra.data.tokenizer import train_tokenizer
 from electra.errors import ElectraError
 from electra.finetuning.dev_split import draw
-from electra.finetuning.overlap import (
-    PUBLISHED_OVERLAP,
-    ROWS_FILE,
-    load_rows,
-    row_keys,
-    save_rows,
-)
+from electra.finetuning.overlap import PUBLISHED_OVERLAP, row_keys
+from electra.folders.finetuned import ROWS_FILE, load_rows, save_rows
 from electra.tasks import get_task
 from electra.tasks.labelled import Example
 

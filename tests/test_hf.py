@@ -13,8 +13,8 @@ from electra.data.prepare import prepare
 from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
+from electra.folders.model_folder import load_pretrained, save_pretrained
 from electra.hf.export import check_exportable, export_hf
-from electra.hf.pretrained import load_pretrained, save_pretrained
 from electra.model.electra.modeling import ElectraForMaskedLM, ElectraForPreTraining
 
 from .conftest import shared_data, tiny_model_config

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from electra.data.tokenizer import save_tokenizer
-from electra.folders.finetuned import load_finetuned
+from electra.finetuning.loading import load_finetuned_or_hf
 from electra.hf.from_transformers import load_encoder
 from electra.model.electra.modeling import ElectraModel
 from electra.tasks.qa import Question
@@ -150,7 +150,7 @@ def test_predict_runs_an_hf_classifier_with_transformers_logits(
     folder, hf = hf_folder(
         tmp_path, task_tokenizer, "ElectraForSequenceClassification", **KINDS[kind]
     )
-    task, model, tokenizer, cfg = load_finetuned(folder)
+    task, model, tokenizer, cfg = load_finetuned_or_hf(folder)
     assert task.name == {"single": "classification", "multi": "multilabel"}.get(kind, kind)
     assert cfg.max_seq_len == 128  # the model's positions (tokenizer_config says 512)
     texts = sentences(12)
@@ -195,7 +195,7 @@ def test_evaluate_scores_an_hf_classifier(tmp_path, capsys, task_tokenizer):
         "--device", "cpu",
     )  # fmt: skip
     assert code == 0, err
-    task, _, tokenizer, _ = load_finetuned(folder)
+    task, _, tokenizer, _ = load_finetuned_or_hf(folder)
     batch = task.encode(task.read_inputs(dev), tokenizer, 128, training=False).tensors
     pred = [SENTIMENT[str(i)] for i in hf_logits(hf, batch).logits.argmax(-1).tolist()]
     accuracy = 100 * sum(p == g for p, g in zip(pred, gold, strict=True)) / len(gold)
@@ -214,7 +214,7 @@ def test_predict_and_evaluate_run_an_hf_tagger(tmp_path, capsys, task_tokenizer)
     words = [s.split() for s in sentences(10, seed=2)]
     lines = "".join(json.dumps({"tokens": w, "tags": ["O"] * len(w)}) + "\n" for w in words)
     (tmp_path / "dev.jsonl").write_text(lines)
-    task, model, tokenizer, _ = load_finetuned(folder)
+    task, model, tokenizer, _ = load_finetuned_or_hf(folder)
     assert task.name == "tagging" and task.labels == TAGS
     encoded = task.encode(task.read_inputs(tmp_path / "dev.jsonl"), tokenizer, 64, training=False)
     batch = encoded.tensors
@@ -242,7 +242,7 @@ def test_predict_runs_an_hf_qa_model(tmp_path, capsys, task_tokenizer, monkeypat
     import io
 
     folder, hf = hf_folder(tmp_path, task_tokenizer, "ElectraForQuestionAnswering")
-    task, model, tokenizer, cfg = load_finetuned(folder)
+    task, model, tokenizer, cfg = load_finetuned_or_hf(folder)
     assert task.name == "qa" and task.qa_head == "linear"
     context = " ".join(sentences(1, seed=4, length=(30, 31)))
     question = Question("0", "who went to the store", context, (), False)

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from electra.data.tokenizer import save_tokenizer
+from electra.finetuning.loading import load_finetuned_or_hf
 from electra.finetuning.predict import Predictor
-from electra.folders.finetuned import load_finetuned
 from electra.tasks.qa import Question
 
 from .conftest import (
@@ -247,7 +247,7 @@ def test_a_qa_model_reads_squad_files_and_stdin_as_transformers_encodes(
     folder, hf = saved(family, tmp_path, task_tokenizer, "QuestionAnswering")
     context = " ".join(sentences(1, seed=4, length=(30, 31)))
     questions = ["who went to the store", "where is the cat"]
-    task, model, tokenizer, cfg = load_finetuned(folder)
+    task, model, tokenizer, cfg = load_finetuned_or_hf(folder)
     # Our rows are transformers' (question, context) encoding, and so are the logits.
     theirs = hf_tokenizer(folder)(questions, [context] * 2, padding=True, return_tensors="pt")
     examples = [Question(str(i), q, context, (), False) for i, q in enumerate(questions)]

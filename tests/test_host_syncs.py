@@ -21,13 +21,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from electra.config import ObjectiveConfig, TrainConfig
 from electra.engine.optim import build_optimizer, param_groups
 from electra.engine.step import Window, train_step
-from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import trim
 from electra.finetuning.loop import layerwise_groups, task_step
 from electra.finetuning.packing import pack_batch
 from electra.model import kernels
 from electra.objectives import OBJECTIVES, build_objective
 from electra.tasks import get_task
+from electra.tasks.finetune_config import FinetuneConfig
 from electra.tasks.tagging import IGNORE
 
 from .conftest import random_batch, tiny_model_config, tiny_modern_config

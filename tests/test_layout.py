@@ -1,5 +1,6 @@
-"""The package's layout: no import circle (counting imports inside functions), no module over 600
-lines, one level of subpackages, the fine-tuned folder read through its format, one GPU marker."""
+"""The package's layout: no import circle (counting imports inside functions), every import down
+the layers of packages, no module over 600 lines, one level of subpackages, the fine-tuned folder
+read through its format, one GPU marker."""
 
 import ast
 import re
@@ -65,7 +66,6 @@ def test_the_tree_is_one_level_of_subpackages():
         "jsonl",
         "config",
         "overrides",
-        "settings",
         "api",
     }
     assert top <= {"__init__.py", *(f"{name}.py" for name in shared)}
@@ -102,18 +102,72 @@ def test_predict_evaluate_and_export_know_the_format_not_the_recipe():
     assert not {m: r for m, r in leaks.items() if r}
 
 
-def test_lower_layers_import_nothing_above_them():
-    """errors, atomic, locks, config, data/ and model/ are what every command
-    stands on: none of them imports a layer above (the engine, objectives, tasks, fine-tuning,
-    Hugging Face, recipes, the CLI, the API)."""
-    lower = ("electra.errors", "electra.atomic", "electra.locks", "electra.config")
-    lower += ("electra.model.configs", "electra.data", "electra.model")
-    upper = ("engine", "objectives", "tasks", "finetuning", "hf", "recipes", "cli", "api")
-    upper = tuple(f"electra.{name}" for name in upper)
-    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    found = {
-        name: sorted(m for m in imports(path, set(modules)) if m.startswith(upper))
-        for name, path in modules.items()
-        if name.startswith(lower)
-    }
-    assert not {name: up for name, up in found.items() if up}
+# The packages from the bottom up (docs/architecture.md §Layers); a top-level module is a package
+# of its own. A module imports from its own package and those before it, never one after.
+LAYERS = (
+    "errors",
+    "atomic",
+    "locks",
+    "jsonl",
+    "overrides",
+    "data",
+    "model",
+    "config",
+    "tasks",
+    "objectives",
+    "settings",
+    "engine",
+    "folders",
+    "hf",
+    "scoring",
+    "pretraining",
+    "finetuning",
+    "recipes",
+    "api",
+    "cli",
+)
+
+
+def package_of(module: str) -> str | None:
+    """The layer of `electra.<package>...`; None for `electra` itself (`__init__` names the API
+    lazily, by strings) and for what is not ours."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "electra" and len(parts) > 1 else None
+
+
+def imported(node: ast.AST) -> list[str]:
+    """The modules an import statement names (`from electra import x` names `electra.x`)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module:
+        if node.module == "electra":
+            return [f"electra.{alias.name}" for alias in node.names]
+        return [node.module]
+    return []
+
+
+def test_every_package_has_its_layer():
+    packages = {package_of(module_name(p)) for p in PACKAGE.rglob("*.py")} - {None}
+    assert packages <= set(LAYERS), f"give these a place in LAYERS: {packages - set(LAYERS)}"
+    assert len(set(LAYERS)) == len(LAYERS)
+
+
+def test_imports_go_down_the_layers():
+    """Every import, at the top of a module, inside a function or under TYPE_CHECKING, is of the
+    module's own package or one below it in LAYERS, so that packages never import each other in a
+    loop (finetuning -> hf -> finetuning) even where no two modules do: errors, atomic, locks,
+    config, data/ and model/ stand under the engine, the folder formats, Hugging Face, fine-tuning,
+    the recipes, the API and the CLI, and know none of them."""
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        own = package_of(module_name(path))
+        if own is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in imported(node):
+                other = package_of(target)
+                if other in rank and rank[other] > rank[own]:
+                    where = path.relative_to(PACKAGE.parent)
+                    upward.append(f"{where}:{node.lineno} ({own}) imports {target} ({other})")
+    assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
 from electra.tasks import get_task
+from electra.tasks.finetune_config import FinetuneConfig
 from electra.tasks.settings import ClassificationSettings
 
 from .conftest import FAST_OWN_FLAGS, assert_one_line_error, run_cli

@@ -16,15 +16,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.config import InferenceRuntime, TrainConfig
+from electra.config import InferenceRuntime, RuntimeConfig, TrainConfig
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
 from electra.model import attention
 from electra.model.attention import flex_masks, use_attention, varlen_sequences
 from electra.model.configs import GLOBAL, LOCAL
 from electra.model.electra.modeling import ElectraForPreTraining
 from electra.model.modernbert.modeling import ModernBertModel
+from electra.tasks.finetune_config import FinetuneConfig
 
 from .conftest import (
     WORDS,
@@ -269,10 +269,10 @@ def test_a_path_the_device_or_model_cannot_run_is_refused():
     with pytest.raises(ElectraError, match=r"^train\.attention=varlen runs on CUDA only .*sdpa"):
         Runtime.of(TrainConfig(attention="varlen"), cpu)
     with pytest.raises(ElectraError, match=r"^attention=flex trains on CUDA only .*no backward"):
-        Runtime(cpu, attention="flex")
+        Runtime(cpu, RuntimeConfig(attention="flex"))
     with pytest.raises(ElectraError, match=r"^attention=varlen .* bf16 but not fp32"):
-        Runtime(cuda, "fp32", attention="varlen")
-    runtime = Runtime(cuda, "auto", attention="varlen", section="train.")  # bf16 on a GPU
+        Runtime(cuda, RuntimeConfig(precision="fp32", attention="varlen"))
+    runtime = Runtime(cuda, TrainConfig(attention="varlen"))  # bf16 on a GPU
     with pytest.raises(ElectraError, match=r"^train\.attention=varlen is an attention path of"):
         runtime.check_model(tiny_model_config())
     with pytest.raises(

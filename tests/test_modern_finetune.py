@@ -13,16 +13,16 @@ import json
 import pytest
 import torch
 
-from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.loop import layerwise_groups
 from electra.folders.finetuned import load_finetuned
-from electra.hf.pretrained import save_pretrained
+from electra.folders.model_folder import save_pretrained
 from electra.model.modernbert.heads import (
     ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
     ModernBertForTokenClassification,
 )
 from electra.model.modernbert.modeling import ModernBertForPreTraining
+from electra.tasks.finetune_config import FinetuneConfig
 
 from .conftest import (
     CONTEXT,

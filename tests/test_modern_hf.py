@@ -21,20 +21,20 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
 from electra.config import generator_config, preset
 from electra.data.tokenizer import fingerprint, special_ids
-from electra.engine.train import configure_from_pair, fit_config_to_data
 from electra.errors import ElectraError
-from electra.hf.export import export_hf
-from electra.hf.from_transformers import load_encoder
-from electra.hf.pretrained import (
+from electra.folders.model_folder import (
     load_pair_weights,
     load_pretrained,
     pair_configs,
     read_model_config,
     save_pretrained,
 )
+from electra.hf.export import export_hf
+from electra.hf.from_transformers import load_encoder
 from electra.model.configs import GLOBAL, LOCAL
 from electra.model.modernbert.config import ModernConfig
 from electra.model.modernbert.modeling import ModernBertForMaskedLM, ModernBertForPreTraining
+from electra.pretraining.resolve import configure_from_pair, fit_config_to_data
 from electra.scoring.detect import detect
 
 from .conftest import run_cli, tiny_modern_config
@@ -187,7 +187,7 @@ def test_config_json_has_both_key_sets_and_4x_keys_alone_give_the_same_model(pai
 
 
 def read_model_config_of(raw: dict, like: Path) -> ModernConfig:
-    from electra.hf.hf_configs import model_config_from_hf
+    from electra.model.hf_names import model_config_from_hf
 
     return model_config_from_hf(raw, like / "config.json")
 

@@ -15,7 +15,6 @@ from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine.optim import param_groups
 from electra.engine.tracking import read_metrics
-from electra.engine.train import pretrain
 from electra.errors import ElectraError
 from electra.model.family import encoder_of
 from electra.model.kernels import use_kernels
@@ -31,6 +30,7 @@ from electra.objectives.flops import (
     train_flops,
 )
 from electra.objectives.sharing import plain
+from electra.pretraining.train import pretrain
 
 from .conftest import (
     assert_one_line_error,
@@ -226,14 +226,18 @@ def test_a_narrow_generator_that_shares_the_table_is_refused(name, sharing):
     check_objective(modern_run(name=name, sharing="none", generator_hidden_fraction=0.25))
 
 
-def test_switching_an_electra_preset_to_modern_takes_a_full_width_generator(capsys):
+def test_switching_an_electra_preset_to_modern_takes_a_full_width_generator(wikitext_data, capsys):
     """`--preset small --model.arch modernbert`: small's narrow generator cannot share the table,
     so the unset generator shape becomes the modern presets' (said on stderr); one the user set
     is kept, and then refused by the check."""
-    from electra.settings import resolve_run_settings, run_config
+    from electra.pretraining.resolve import resolve_run, run_config
 
-    cfg, given = run_config("small", None, {"model.arch": "modernbert"})
-    run = resolve_run_settings(cfg, given)
+    def resolved(cfg, given):
+        return resolve_run(cfg, given=given).cfg
+
+    data = {"data.path": str(wikitext_data)}
+    cfg, given = run_config("small", None, {"model.arch": "modernbert", **data})
+    run = resolved(cfg, given)
     assert (run.objective.generator_hidden_fraction, run.objective.generator_layers_fraction) == (
         1.0,
         1 / 3,
@@ -242,11 +246,13 @@ def test_switching_an_electra_preset_to_modern_takes_a_full_width_generator(caps
     note = capsys.readouterr().err
     assert "objective.generator_hidden_fraction=1.0 (the modern family" in note
     assert "objective.generator_layers_fraction=0.3333" in note
-    mlm, given = run_config("small", None, {"model.arch": "modernbert", "objective.name": "mlm"})
-    assert resolve_run_settings(mlm, given).objective.generator_hidden_fraction == 0.25
-    mine = {"model.arch": "modernbert", "objective.generator_hidden_fraction": "0.5"}
+    mlm, given = run_config(
+        "small", None, {"model.arch": "modernbert", "objective.name": "mlm", **data}
+    )
+    assert resolved(mlm, given).objective.generator_hidden_fraction == 0.25
+    mine = {"model.arch": "modernbert", "objective.generator_hidden_fraction": "0.5", **data}
     cfg, given = run_config("small", None, mine)
-    run = resolve_run_settings(cfg, given)
+    run = resolved(cfg, given)
     assert run.objective.generator_layers_fraction == 1.0
     with pytest.raises(ElectraError, match="objective.sharing=embeddings with model.arch"):
         check_objective(run)

@@ -14,10 +14,9 @@ import torch.nn.functional as F
 from electra.cli.main import main
 from electra.config import ObjectiveConfig, RunConfig, apply_overrides, generator_config
 from electra.engine.tracking import read_metrics
-from electra.engine.train import pretrain
 from electra.errors import ElectraError
+from electra.folders.model_folder import load_pretrained
 from electra.hf.export import check_exportable, export_hf
-from electra.hf.pretrained import load_pretrained
 from electra.objectives import (
     OBJECTIVES,
     build_objective,
@@ -29,6 +28,7 @@ from electra.objectives.base import binary_loss
 from electra.objectives.masking import selected_positions
 from electra.objectives.mlm import copy_mixture_log_prob
 from electra.objectives.sharing import plain
+from electra.pretraining.train import pretrain
 
 from .conftest import random_batch, tiny_cfg, tiny_model_config
 from .numerics import assert_same_computation, encoder_depth, rounding_bound

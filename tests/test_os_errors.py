@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors import SafetensorError
 
-import electra.hf.pretrained
+import electra.folders.model_folder
 from electra.atomic import atomic_dir, atomic_path, writing
 from electra.cli.os_errors import os_error_line
 from electra.hf.export import export_hf
@@ -152,7 +152,7 @@ def test_safetensors_on_a_full_disk_is_an_os_error_naming_the_file(
             "Error while serializing: I/O error: No space left on device (os error 28)"
         )
 
-    monkeypatch.setattr(electra.hf.pretrained, "save_file", disk_fills)
+    monkeypatch.setattr(electra.folders.model_folder, "save_file", disk_fills)
     out = tmp_path / "hf"
     code, _, err = run_cli(capsys, "export", "--model", tiny_pretrained, "--out", out)
     assert_one_line_error(

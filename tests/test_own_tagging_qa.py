@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
+from electra.tasks.finetune_config import FinetuneConfig
 from electra.tasks.qa import QaTask
 from electra.tasks.settings import QaSettings, TaggingSettings
 from electra.tasks.squad import SquadTask
@@ -40,7 +40,7 @@ def conll_sentences():
 def conll_model(tmp_path_factory, conll_sentences):
     """A tiny random discriminator whose vocabulary covers the sentences' words."""
     from electra.data.tokenizer import train_tokenizer
-    from electra.hf.pretrained import save_pretrained
+    from electra.folders.model_folder import save_pretrained
     from electra.model.electra.modeling import ElectraForPreTraining
 
     root = tmp_path_factory.mktemp("conll_model")
@@ -444,6 +444,7 @@ def test_a_bad_file_stops_the_command_before_anything_is_written(tmp_path, capsy
 def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_head):
     """Batches are trimmed to their longest row: one of fewer tokens than n_best candidates
     still joins the others (each head's outputs keep a common width)."""
+    from electra.config import RuntimeConfig
     from electra.engine.runtime import Runtime
     from electra.finetuning.inference import predict
     from electra.tasks.qa_files import Question
@@ -454,7 +455,8 @@ def test_qa_predicts_batches_narrower_than_n_best(tmp_path, task_tokenizer, qa_h
     enc = task.encode([*long, short], task_tokenizer, max_len=64, training=False)
     torch.manual_seed(0)
     model = task.build_model(tiny_model_config(vocab_size=task_tokenizer.get_vocab_size()))
-    rows = predict(task, model, [*long, short], enc, Runtime(torch.device("cpu"), "fp32"))
+    fp32 = Runtime(torch.device("cpu"), RuntimeConfig(precision="fp32"))
+    rows = predict(task, model, [*long, short], enc, fp32)
     assert [r["id"] for r in rows] == [*(q.id for q in long), "s"]
     assert rows[-1]["best_span"] in ("", "Mary", "Mary sat", "Mary sat .", "sat", "sat .", ".")
 

@@ -203,14 +203,14 @@ def test_runtime_flags_override_the_fine_tuned_runtime(sst2, capsys, tmp_path):
     inference reads): stock kernels give the same labels, --no-progress hides the bar, a bad
     value is one line, and a setting inference does not read is refused."""
     from electra.config import InferenceRuntime
-    from electra.folders.finetuned import load_for_inference
+    from electra.finetuning.loading import load_for_inference
     from electra.model.electra.modeling import ElectraSelfAttention
     from electra.overrides import with_values
 
     model, data = sst2
     stock_fp32 = InferenceRuntime(kernels="stock", precision="fp32")
     _, net, _, cfg, runtime = load_for_inference(model, stock_fp32)
-    assert cfg.kernels == "stock" and runtime.precision == "fp32" and not runtime.compile
+    assert cfg.kernels == "stock" and runtime.config.precision == "fp32" and not runtime.config.compile
     assert any(type(m) is ElectraSelfAttention for m in net.modules())  # not swapped
     code, stdout, err = predict_cli(capsys, model, data / "dev.tsv", "--kernels", "stock")
     assert code == 0, err

@@ -22,7 +22,6 @@ from sklearn.metrics import roc_auc_score
 from electra.config import ObjectiveConfig, RunConfig
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine.tracking import read_metrics
-from electra.engine.train import pretrain
 from electra.errors import ElectraError
 from electra.folders.checkpoint import checkpoint_dirs, is_complete
 from electra.hf.export import export_hf
@@ -35,6 +34,7 @@ from electra.objectives.metrics import (
     auc_stat,
     detection_metrics,
 )
+from electra.pretraining.train import pretrain
 
 from .conftest import assert_one_line_error, run_cli, tiny_cfg
 from .numerics import rounding_bound

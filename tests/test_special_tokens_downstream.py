@@ -14,7 +14,7 @@ import torch
 
 from electra.data.specials import SpecialIds, bert_framing, framing
 from electra.data.tokenizer import load_tokenizer, special_ids, tokenizer_special_ids
-from electra.hf.pretrained import save_pretrained
+from electra.folders.model_folder import save_pretrained
 from electra.model.electra.modeling import ElectraForPreTraining
 from electra.model.modernbert.config import ModernConfig
 from electra.model.modernbert.modeling import ModernBertForPreTraining

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
 from electra.folders.finetuned import FINETUNE_FILE, load_finetuned, save_finetuned
 from electra.tasks import get_task
+from electra.tasks.finetune_config import FinetuneConfig
 from electra.tasks.labelled import ClassificationTask, RegressionTask
 from electra.tasks.qa import QaTask
 from electra.tasks.qa_heads import NO_SPAN_NULL_SCORE, LinearHead, OfficialHead

@@ -16,10 +16,10 @@ from electra.config import RunConfig, apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine.tracking import read_metrics
-from electra.engine.train import pretrain
 from electra.folders.checkpoint import checkpoint_dirs
-from electra.hf.pretrained import load_pretrained
+from electra.folders.model_folder import load_pretrained
 from electra.objectives.flops import official_train_flops
+from electra.pretraining.train import pretrain
 from electra.scoring.detect import detect
 
 from .conftest import shared_data, tiny_cfg

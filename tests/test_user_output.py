@@ -23,7 +23,7 @@ from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine import progress
 from electra.errors import ElectraError
-from electra.hf.pretrained import load_pretrained, pair_configs, save_pretrained
+from electra.folders.model_folder import load_pretrained, pair_configs, save_pretrained
 from electra.model.electra.modeling import ElectraForPreTraining
 from electra.model.family import encoder_of
 from electra.model.layers import count_parameters, format_count

@@ -1,4 +1,5 @@
-"""The commands of `electra`: each one reads its flags and calls the library."""
+"""The commands of `electra`: each one reads its flags, calls its function of the Python API
+(`electra.api`; `predict` and `demo` the modules that do the work) and prints what it returns."""
 
 from __future__ import annotations
 
@@ -6,69 +7,46 @@ import argparse
 import contextlib
 import json
 import sys
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
-from electra.cli.flags import add_config_flags, config_flags_given, run_config_from_args
+from electra.cli.flags import (
+    add_config_flags,
+    config_flags_given,
+    parse_overrides,
+    run_config_from_args,
+)
 from electra.errors import ElectraError
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
-    from electra.atomic import atomic_dir
-    from electra.data.corpus import resolve_paths
-    from electra.data.tokenizer import lowercases, model_specials, save_tokenizer, train_tokenizer
-    from electra.locks import claim_output
+    from electra.api import train_tokenizer
 
-    model_specials(args.model)  # a wrong kind is refused before the corpus is read
-    out = Path(args.out)
-    claim = claim_output(  # before the corpus is read: one writer, nothing lost
-        out, args.overwrite, reads=args.corpus, replaces=("tokenizer.json", "vocab.txt")
+    done = train_tokenizer(
+        args.corpus,
+        args.out,
+        vocab_size=args.vocab_size,
+        model=args.model,
+        lowercase=args.lowercase,
+        min_frequency=args.min_frequency,
+        overwrite=args.overwrite,
     )
-    with claim:
-        paths = resolve_paths(args.corpus)
-        tok = train_tokenizer(
-            paths,
-            args.vocab_size,
-            lowercase=args.lowercase,
-            min_frequency=args.min_frequency,
-            model=args.model,
-        )
-        with atomic_dir(out) as tmp:
-            save_tokenizer(tok, tmp, lowercase=lowercases(tok))
-    size = tok.get_vocab_size()
-    print(f"{_short_vocab_note(size, args)}tokenizer with {size} tokens -> {out}")
-
-
-def _short_vocab_note(size: int, args: argparse.Namespace) -> str:
-    # --vocab-size is a ceiling, not a target: a small corpus runs out of pairs to merge first.
-    if size >= args.vocab_size:
-        return ""
-    if args.model == "unigram":
-        why = "Unigram keeps no more pieces than the corpus's frequent substrings give"
-    else:
-        from electra.data.tokenizer import DEFAULT_MIN_FREQUENCY
-
-        least = DEFAULT_MIN_FREQUENCY if args.min_frequency is None else args.min_frequency
-        times = "time" if least == 1 else "times"
-        kind = "WordPiece" if args.model == "wordpiece" else "BPE"
-        why = f"{kind} stops when no pair of pieces occurs --min-frequency {least} {times}"
-    return (
-        f"note: the corpus gave {size} tokens, fewer than --vocab-size {args.vocab_size} ({why}); "
-    )
+    note = f"note: {done['note']}; " if done["note"] else ""
+    print(f"{note}tokenizer with {done['tokens']} tokens -> {done['out']}")
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from electra.data.prepare import prepare
+    from electra.api import prepare
 
     s = prepare(
         args.corpus,
         args.tokenizer,
+        args.out,
         seq_len=args.seq_len,
-        out_dir=args.out,
         seed=args.seed,
         workers=args.workers,
-        overwrite=args.overwrite,
         packing=args.packing,
+        overwrite=args.overwrite,
     )
     text = s["text_tokens"]
     kept = text["kept"] / max(text["read"], 1)
@@ -99,7 +77,8 @@ def cmd_pretrain(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def cmd_detect(args: argparse.Namespace) -> None:
-    from electra.scoring.detect import detect, format_table
+    from electra.api import detect
+    from electra.scoring.detect import format_table
 
     results = detect(args.model, args.text)
     if args.json:
@@ -110,9 +89,9 @@ def cmd_detect(args: argparse.Namespace) -> None:
 
 
 def cmd_score_text(args: argparse.Namespace) -> None:
-    from electra.scoring.pll import pseudo_log_likelihood
+    from electra.api import score_text
 
-    results = pseudo_log_likelihood(args.model, args.text)
+    results = score_text(args.model, args.text)
     if args.json:
         print(json.dumps(results))
         return
@@ -121,37 +100,34 @@ def cmd_score_text(args: argparse.Namespace) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> None:
-    from electra.engine.progress import progress_off
-    from electra.recipes.experiment import Plan, parse_arm, run_experiment
+    from electra.api import experiment
 
-    def pairs(items: list[str], flag: str) -> dict[str, str]:
-        bad = [kv for kv in items if "=" not in kv]
-        if bad:
-            raise ElectraError(f"{flag} {bad[0]!r}: write key=value")
-        return dict(kv.split("=", 1) for kv in items)
-
-    if bool(args.task) != bool(args.task_data):
-        raise ElectraError(
-            "--task and --task-data go together: the task and the folder of its files"
-        )
-    tasks = args.tasks or ([] if args.task else ["mrpc", "stsb", "rte"])
-    plan = Plan(
-        preset=args.preset,
-        data=args.data,
-        glue=args.glue,
-        arms=[parse_arm(a) for a in args.arm],
-        tasks=[*tasks, *([args.task] if args.task else [])],
-        seeds=args.seeds,
+    experiment(
+        args.out,  # (not a setting of the plan: a continuation may differ)
+        args.arm,
+        args.data,
         flops=args.flops,
         steps=args.steps,
+        preset=args.preset,
+        glue=args.glue,
+        tasks=args.tasks,
+        task=args.task,
+        task_data=args.task_data,
+        seeds=args.seeds,
         points=args.points,
-        pretrain_set=pairs(args.pretrain_set, "--pretrain-set"),
-        finetune_set=pairs(args.finetune_set, "--finetune-set"),
-        task_data={args.task: args.task_data} if args.task else {},
+        pretrain_set=_pairs(args.pretrain_set, "--pretrain-set"),
+        finetune_set=_pairs(args.finetune_set, "--finetune-set"),
+        progress=not args.no_progress,
     )
-    with progress_off() if args.no_progress else contextlib.nullcontext():
-        run_experiment(plan, args.out)  # (not a setting of the plan: a continuation may differ)
     print((Path(args.out) / "results.md").read_text(), end="")
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    """--pretrain-set/--finetune-set KEY=VALUE ... as {key: value}."""
+    bad = [kv for kv in items if "=" not in kv]
+    if bad:
+        raise ElectraError(f"{flag} {bad[0]!r}: write key=value")
+    return dict(kv.split("=", 1) for kv in items)
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -165,41 +141,28 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from electra.engine.plot import plot_run
+    from electra.api import plot
 
-    print(plot_run(args.run, args.out))
+    print(plot(args.run, args.out))
 
 
 def cmd_presets(args: argparse.Namespace) -> None:
-    import torch
+    from electra.api import preset_sizes
+    from electra.model.layers import format_count
 
-    from electra.config import generator_config, preset, presets
-    from electra.model.family import encoder_of
-    from electra.model.layers import count_parameters, format_count
-    from electra.objectives.sharing import build_pair
-
-    if args.vocab_size is not None and args.vocab_size < 1:
-        raise ElectraError(f"--vocab-size {args.vocab_size}: give at least 1")
+    rows = preset_sizes(args.vocab_size)
     # The counts are made with the vocabulary of the last column: each family's default, or
     # --vocab-size (a run's is its data's tokenizer's).
-    w = max(8, *map(len, presets()))  # the names' column
+    w = max(8, *(len(r["preset"]) for r in rows))  # the names' column
     print(
         f"{'preset':<{w}} {'disc (emb+enc)':>14} {'gen not shared':>14} {'H':>5} {'L':>3} {'E':>5} {'gen H':>5}  seq  batch  lr      vocab"
     )
-    for name in presets():
-        c = preset(name)
-        if args.vocab_size is not None:  # the padding id only has to be a token of it
-            c.model = replace(c.model, vocab_size=args.vocab_size, pad_token_id=0)
-        with torch.device("meta"):  # sizes only, no memory
-            # The pair as the preset's sharing builds it, in its family (electra.model.family).
-            g, d = build_pair(c.model, c.objective)
-        gh = generator_config(c.model, c.objective).hidden_size
-        e = getattr(c.model, "embedding_size", "-")  # the modern family has no separate E
+    for r in rows:
         print(
-            f"{name:<{w}} {format_count(count_parameters(encoder_of(d))):>14} "
-            f"{format_count(count_parameters(d, g) - count_parameters(d)):>14} {c.model.hidden_size:>5} "
-            f"{c.model.num_hidden_layers:>3} {e:>5} {gh:>5}  {c.data.seq_len:>3} "
-            f"{c.train.batch_size:>6}  {c.train.lr:<6g}  {c.model.vocab_size}"
+            f"{r['preset']:<{w}} {format_count(r['discriminator']):>14} "
+            f"{format_count(r['generator_not_shared']):>14} {r['hidden_size']:>5} "
+            f"{r['layers']:>3} {r['embedding_size']:>5} {r['generator_hidden_size']:>5}  "
+            f"{r['seq_len']:>3} {r['batch_size']:>6}  {r['lr']:<6g}  {r['vocab_size']}"
         )
 
 
@@ -211,16 +174,18 @@ def cmd_demo(args: argparse.Namespace) -> None:
         run_demo(args.out, steps=args.steps)
 
 
-def _finetune_settings(args: argparse.Namespace):
-    """The recipe's fields from their `--field-name` flags (only those given replace defaults)."""
-    from electra.finetuning.config import FinetuneConfig
+def _finetune_settings(args: argparse.Namespace, extra: list[str] | None = None):
+    """The recipe: the defaults, then the --config file, then the `--field-name` flags given and
+    the `--section.field` overrides (`electra.api.finetune_settings`)."""
+    from electra.api import finetune_settings
 
-    return FinetuneConfig.from_values(config_flags_given(args), source="the command line")
+    values = {**config_flags_given(args), **parse_overrides(extra or [])}
+    return finetune_settings(args.config, values, source="the command line")
 
 
 def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
     from electra.config import OptimConfig, RuntimeConfig
-    from electra.finetuning.config import FinetuneConfig
+    from electra.tasks.finetune_config import FinetuneConfig
     from electra.tasks.settings import (
         FAMILIES,
         ClassificationSettings,
@@ -245,7 +210,7 @@ def _add_finetune_flags(parser: argparse.ArgumentParser) -> None:
         add_config_flags(parser.add_argument_group(name), cls, defaults=recipe_defaults)
 
 
-def cmd_finetune(args: argparse.Namespace) -> None:
+def cmd_finetune(args: argparse.Namespace, extra: list[str]) -> None:
     from electra.api import finetune
     from electra.finetuning.baselines import summary_lines
 
@@ -254,7 +219,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         args.task,
         _data_source(args, ("train",)),
         args.out,
-        _finetune_settings(args),
+        _finetune_settings(args, extra),
         overwrite=args.overwrite,
         resume=args.resume,
     )
@@ -345,28 +310,7 @@ def _inference_runtime(args: argparse.Namespace):
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    from electra.finetuning.results import score_predictions
-    from electra.tasks import get_task
-    from electra.tasks.qa import QaTask
-    from electra.tasks.squad import score_file
+    from electra.api import score
 
-    task = get_task(args.task)
-    path = Path(args.predictions)
-    if not path.is_file():
-        raise ElectraError(f"predictions file not found: {path}")
-    if path.suffix == ".jsonl":
-        scores = score_predictions(task, path)
-    elif isinstance(task, QaTask):
-        if not args.data:
-            raise ElectraError(
-                "scoring a SQuAD predictions.json needs the questions: pass --data FILE"
-            )
-        scores = score_file(
-            task.version, Path(args.data), path, args.null_odds, args.null_threshold
-        )
-    else:
-        raise ElectraError(
-            f"{path}: pass the predictions.jsonl of a {task.name} run (SQuAD also takes the "
-            "official predictions.json)"
-        )
+    scores = score(args.task, args.predictions, args.data, args.null_odds, args.null_threshold)
     print(json.dumps(scores, indent=2))

@@ -32,32 +32,31 @@ def parse_overrides(extra: list[str]) -> dict[str, str]:
     return out
 
 
+def only_overrides(extra: list[str]) -> bool:
+    """Whether every word of `extra` is a `--section.field` override or its value: for a command
+    whose other stray words are argparse's error (`electra finetune`)."""
+    i = 0
+    while i < len(extra):
+        key, eq, _ = extra[i].partition("=")
+        if not (key.startswith("--") and "." in key):
+            return False
+        i += 1 if eq else 2
+    return True
+
+
 def run_config_from_args(args: argparse.Namespace, extra: list[str]):
-    """`electra pretrain`'s config before its unset settings are filled
-    (`electra.settings.run_config`, or a resumed run's `resumed_config`), and the section.field
-    keys the user set. Every field has its flag (`add_config_flags`); what is left over in `extra`
-    gets the did-you-mean of `electra.config.apply_overrides`."""
-    from electra.overrides import flatten, read_config_file
-    from electra.settings import resumed_config, run_config
+    """`electra pretrain`'s config before its unset settings are filled, and the section.field
+    keys the user set, as `electra.pretrain` reads the same settings (`electra.api.run_settings`:
+    the preset, the config file and the overrides, or a resumed run's saved config with them on
+    top). Every field has its flag (`add_config_flags`); what is left over in `extra` gets the
+    did-you-mean of `electra.config.apply_overrides`."""
+    from electra.api import run_settings
 
     overrides: dict[str, Any] = config_flags_given(args)
     overrides.update(parse_overrides(extra))
-    if args.resume:  # --preset and --config are settings too, checked as the others on resume
-        given = flatten(read_config_file(args.config)) if args.config else {}
-        if args.preset:
-            given["preset"] = args.preset
-        given.update(overrides)
-        return resumed_config(args.resume, given), set(given)
-    return run_config(args.preset, args.config, overrides)
-
-
-def resolve_run_config(args: argparse.Namespace, extra: list[str]):
-    """`electra pretrain`'s config with its unset settings filled as the library fills them
-    (`electra.settings.resolve_run_settings`); a resumed run's as it was saved."""
-    from electra.settings import resolve_run_settings
-
-    cfg, given = run_config_from_args(args, extra)
-    return cfg if args.resume else resolve_run_settings(cfg, given)
+    return run_settings(
+        args.preset, args.config, overrides, resume=args.resume, source="command line"
+    )
 
 
 PRETRAIN_ALIASES = {

@@ -26,7 +26,12 @@ from electra.cli.commands import (
     cmd_score_text,
     cmd_tokenizer_train,
 )
-from electra.cli.flags import PRETRAIN_ALIASES, add_config_flags, add_no_progress
+from electra.cli.flags import (
+    PRETRAIN_ALIASES,
+    add_config_flags,
+    add_no_progress,
+    only_overrides,
+)
 from electra.errors import ElectraError, Interrupted
 from electra.tasks.settings import DELIMITERS
 
@@ -273,6 +278,9 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     ft = sub.add_parser(
         "finetune",
         help="fine-tune on a GLUE, SQuAD or NER task, or a task on your own files, and score dev",
+        epilog="A task family's setting can also be set as --section.field VALUE, e.g. "
+        "--classification.label_column NAME (sections: qa, classification, tagging); the flags "
+        "and these override the --config file.",
     )
     ft.add_argument(
         "--model", required=True, help="a pretrained model folder, run folder or HF folder"
@@ -296,8 +304,13 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep the seeds an interrupted run of the same recipe already finished",
     )
+    ft.add_argument(
+        "--config",
+        help="a JSON or TOML settings file: the recipe's fields, a task family's in its own "
+        "table ([classification] text_columns = [...]), as finetune.json saves them",
+    )
     _add_finetune_flags(ft)
-    ft.set_defaults(func=cmd_finetune)
+    ft.set_defaults(func=cmd_finetune, takes_overrides="section.field")
 
 
 def _add_split_files(parser: argparse.ArgumentParser, *splits: str) -> None:
@@ -493,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
 
         apply_threads(getattr(args, "threads", None))
         if getattr(args, "takes_overrides", False):
+            if args.takes_overrides == "section.field" and not only_overrides(extra):
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
             args.func(args, extra)
         else:
             if extra:

@@ -1,12 +1,12 @@
-"""Where a run executes, shared by pretraining (`electra.engine.train`) and fine-tuning
+"""Where a run executes, shared by pretraining (`electra.pretraining.train`) and fine-tuning
 (`electra.finetuning`):
 the device, the precision, the CPU-only process settings, and the order in which a model becomes
 the step the loop calls, as torchtitan's `parallelize` does:
 
 1. data parallel (DDP or FSDP, `electra.engine.distributed.wrap`), before the optimizer is built, since
    FSDP replaces the parameters it shards;
-2. `torch.compile` (`runtime.compile`, `compile_mode`), over the data-parallel model;
-3. the CUDA graph (`runtime.cuda_graph`, `electra.engine.graphs`), over the whole step: forward,
+2. `torch.compile` (the config's `compile`, `compile_mode`), over the data-parallel model;
+3. the CUDA graph (the config's `cuda_graph`, `electra.engine.graphs`), over the whole step: forward,
    backward, clipping and the optimizer.
 
 `Runtime.from_config` makes the runtime a config asks for in one call (the device resolved, the
@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -79,24 +79,20 @@ def configure_process(device: torch.device) -> None:
 
 @dataclass(frozen=True)
 class Runtime:
-    """How a loop runs its model: on `device`, in `precision` (auto, fp32, bf16), compiled
-    (`compile`, in `compile_mode`) and with the step captured in CUDA graphs (`cuda_graph`, which
-    also gives the batches static shapes). The `kernels` and `attention` settings act once, on the
-    built model (`prepare`), not on every step; an attention path the device cannot train on is
-    refused as the runtime is made (`electra.model.attention.check_attention`). `section` is how
-    the user names these settings in messages ("train." in pretraining)."""
+    """How a loop runs its model: on `device`, as its `config` asks (`electra.config.RuntimeConfig`,
+    pretraining's, fine-tuning's or a fine-tuned model's): in its `precision`, compiled (`compile`,
+    in `compile_mode`) and with the step captured in CUDA graphs (`cuda_graph`, which also gives
+    the batches static shapes). The `kernels` and `attention` settings act once, on the built model
+    (`prepare`), not on every step; an attention path the device cannot train on is refused as the
+    runtime is made (`electra.model.attention.check_attention`). The config's `section` is how the
+    user names these settings in messages ("train." in pretraining)."""
 
     device: torch.device
-    precision: str = "auto"
-    compile: bool = False
-    compile_mode: str = "default"
-    cuda_graph: bool = False
-    kernels: str = "auto"
-    attention: str = "sdpa"
-    section: str = ""
+    config: RuntimeConfig = field(default_factory=RuntimeConfig)
 
     def __post_init__(self) -> None:
-        check_attention(self.attention, self.device, self.precision, self.section)
+        c = self.config
+        check_attention(c.attention, self.device, c.precision, c.section)
 
     @classmethod
     def from_config(
@@ -117,21 +113,21 @@ class Runtime:
     @classmethod
     def of(cls, cfg: RuntimeConfig, device: torch.device) -> Runtime:
         """The runtime `cfg` asks for on a device already chosen (a test's or a benchmark's)."""
-        settings = (cfg.precision, cfg.compile, cfg.compile_mode, cfg.cuda_graph, cfg.kernels)
-        return cls(device, *settings, cfg.attention, cfg.section)
+        return cls(device, cfg)
 
     def prepare(self, model: nn.Module) -> nn.Module:
         """A built model made ready to run on this runtime (`prepare_model`)."""
-        return prepare_model(model, self.device, self.kernels, self.attention, self.section)
+        c = self.config
+        return prepare_model(model, self.device, c.kernels, c.attention, c.section)
 
     def check_model(self, model_cfg: Any) -> None:
         """Refuses a model config the `attention` path cannot run, before the model is built
         (`electra.model.attention.check_model`)."""
-        check_model(self.attention, model_cfg, self.section)
+        check_model(self.config.attention, model_cfg, self.config.section)
 
     def autocast(self, cache_casts: bool = True) -> contextlib.AbstractContextManager:
         """This runtime's autocast (`electra.engine.step.autocast`)."""
-        return autocast(self.device, self.precision, cache_casts)
+        return autocast(self.device, self.config.precision, cache_casts)
 
 
 def prepare_model(
@@ -164,10 +160,11 @@ def train_step_function(
     data parallel) compiled, then captured per batch shape, as `runtime` asks. `loss` makes the
     step function from the (compiled) model, which by default is the step function itself.
     Returns the device flag of a skipped step."""
-    forward = compile_model(model, runtime.compile_mode) if runtime.compile else model
+    asked = runtime.config
+    forward = compile_model(model, asked.compile_mode) if asked.compile else model
     step_fn = loss(forward) if loss is not None else forward
-    settings = {"precision": runtime.precision, "clip_norm": clip_norm}
-    if runtime.cuda_graph:
+    settings = {"precision": asked.precision, "clip_norm": clip_norm}
+    if asked.cuda_graph:
         return GraphedTrainStep(
             step_fn, optimizer, params, runtime.device, **settings, graph_key=graph_key
         )
@@ -196,6 +193,6 @@ def key_compile_cache_by_cpu() -> None:
 
 
 def inference_function(fn: Callable[[Any], Any], runtime: Runtime) -> Callable[[Any], Any]:
-    """`fn(batch)`, captured per batch shape after one eager call under `runtime.cuda_graph`
+    """`fn(batch)`, captured per batch shape after one eager call under the config's `cuda_graph`
     (`electra.engine.graphs.ShapeGraphs`; on another device than a GPU it runs as it is)."""
-    return ShapeGraphs(fn, runtime.device, warmup=1) if runtime.cuda_graph else fn
+    return ShapeGraphs(fn, runtime.device, warmup=1) if runtime.config.cuda_graph else fn

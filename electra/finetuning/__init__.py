@@ -1,2 +1,2 @@
-"""Fine-tuning on a task: the recipe's settings, the loop, seeds, evaluation, baselines and
-`predict`."""
+"""Fine-tuning on a task: the loop, seeds, evaluation, baselines and `predict` (the recipe's
+settings are `electra.tasks.finetune_config`, which the folder formats read too)."""

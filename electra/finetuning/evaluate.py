@@ -21,9 +21,10 @@ from electra.finetuning.dev_split import (
     HeldOut,
     trained_on,
 )
-from electra.finetuning.overlap import load_rows, screen
+from electra.finetuning.loading import finetuned_or_hf_dir, load_for_inference
+from electra.finetuning.overlap import screen
 from electra.finetuning.results import evaluate_sets, read_file
-from electra.folders.finetuned import finetuned_dir, load_for_inference, read_finetune_info
+from electra.folders.finetuned import load_rows, read_finetune_info
 from electra.jsonl import write_jsonl
 from electra.locks import claim_output
 from electra.tasks import get_task
@@ -113,7 +114,7 @@ def evaluate(
     are refused, wherever they are, or with `drop_overlap` left out and counted
     (`without_training_rows`). The output folder (default MODEL/eval-SPLIT) is held for this
     process alone, and an existing one is replaced only with `overwrite`."""
-    source = finetuned_dir(model_path)
+    source = finetuned_or_hf_dir(model_path)
     out_dir = Path(out_dir) if out_dir else source / f"eval-{split}"
     reads = [source, *source_paths(data)]
     with claim_output(out_dir, overwrite, reads=reads, replaces=("results.json",)):

@@ -52,16 +52,16 @@ def predict_outputs(
     on_batch: Callable[[int], None] | None = None,
 ) -> Batch:
     """The task's model outputs (`Task.infer`) for the rows of `data`, in their order, on the host,
-    computed on `runtime.device` in `runtime.precision`. Batches (`batch_size` rows; unset: the task's
-    own) hold rows of similar lengths (longest first, so that a too-large batch fails at once),
-    each trimmed to its longest row; the outputs stay on the device until the last batch (read
-    back once). `on_batch(rows)` is called after each batch (a progress bar). With
-    `runtime.cuda_graph` the batches take a few static shapes (`trim(static=True)`, the last
+    computed on `runtime.device` in its config's precision. Batches (`batch_size` rows; unset:
+    the task's own) hold rows of similar lengths (longest first, so that a too-large batch fails
+    at once), each trimmed to its longest row; the outputs stay on the device until the last
+    batch (read back once). `on_batch(rows)` is called after each batch (a progress bar). With
+    the config's `cuda_graph` the batches take a few static shapes (`trim(static=True)`, the last
     filled up with repeated rows) and, on a GPU, each shape's forward is captured after one eager
     call (each capture synchronizes the device) and replayed (`electra.engine.runtime.inference_function`,
     `electra.engine.graphs.ShapeGraphs`)."""
     model.eval()
-    device, cuda_graph = runtime.device, runtime.cuda_graph
+    device, cuda_graph = runtime.device, runtime.config.cuda_graph
 
     def infer(batch: Batch) -> Batch:
         with runtime.autocast(cache_casts=not cuda_graph):

@@ -19,12 +19,12 @@ from electra.engine.runtime import (
     train_step_function,
 )
 from electra.engine.step import Window
-from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import select_rows, trim
 from electra.finetuning.packing import pack_batch
 from electra.model.family import family_of
 from electra.objectives import StepOutput
 from electra.tasks.base import Encoded, Task
+from electra.tasks.finetune_config import FinetuneConfig
 
 
 def layerwise_groups(model: nn.Module, cfg: FinetuneConfig) -> list[dict]:
@@ -80,7 +80,7 @@ def train_model(
     # Packed rows vary in number (no CUDA graphs), and need position ids, which not every family's
     # encoder takes (`Family.packs`): the others train on padded rows.
     packs = family_of(model.config).packs
-    pack = cfg.pack and task.packable and not runtime.cuda_graph and packs
+    pack = cfg.pack and task.packable and not runtime.config.cuda_graph and packs
     model.train()
     epoch_losses, skipped = [], 0
     bar = progress_bar(total, "fine-tune", enabled=cfg.progress)
@@ -89,7 +89,7 @@ def train_model(
         window = Window()
         for idx in torch.randperm(n, generator=order).split(cfg.batch_size):
             batch = select_rows(data, idx)  # untrimmed: pack_batch chooses its rows' width itself
-            batch = pack_batch(batch) if pack else trim(batch, static=runtime.cuda_graph)
+            batch = pack_batch(batch) if pack else trim(batch, static=runtime.config.cuda_graph)
             set_learning_rate(optimizer, learning_rate(step, cfg.lr, total, warmup))
             run_step([to_device(batch, device)], window=window)
             step += 1

@@ -3,9 +3,9 @@
 normalised as the model sees them, so that the same rows reordered, copied, or inside another file
 are the same rows.
 
-A fine-tuned model keeps the keys of the rows it trained on (`ROWS_FILE`, sorted uint64: 8 bytes
-a row, no pickle), so that `evaluate` knows them without the training file. A held-out set that
-shares rows with training is refused, or with `--drop-overlap` those rows are left out and
+A fine-tuned model keeps the keys of the rows it trained on (`training_rows.npy`,
+`electra.folders.finetuned.save_rows`), so that `evaluate` knows them without the training
+file. A held-out set that shares rows with training is refused, or with `--drop-overlap` those rows are left out and
 counted; a benchmark's published splits, which share a few rows (CoLA's dev 16 of 1,043, STS-B's
 6 of 1,500, CoNLL-2003's 193 of 3,250 sentences), are scored as published, with a note.
 """
@@ -16,16 +16,13 @@ import hashlib
 import sys
 import unicodedata
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tokenizers
 
-from electra.atomic import atomic_path
 from electra.errors import ElectraError
 
-ROWS_FILE = "training_rows.npy"  # in a fine-tuned model folder, beside finetune.json
 _FIELDS = "\x1f"  # between a row's text fields (the unit separator: in no normalised text)
 _ABSENT = "\x00"  # a text field the row has not (a single text where the task reads pairs)
 # How many rows of a benchmark's published held-out set have the text of one of its training
@@ -105,29 +102,6 @@ def same_rows(keys: np.ndarray) -> list[list[int]]:
     for position, key in enumerate(keys.tolist()):
         groups.setdefault(key, []).append(position)
     return list(groups.values())
-
-
-def save_rows(folder: Path, keys: np.ndarray) -> None:
-    """Keeps the keys of the rows a model trained on with it: sorted, each once."""
-    with atomic_path(folder / ROWS_FILE) as tmp, open(tmp, "wb") as f:
-        np.save(f, np.unique(keys).astype("<u8"), allow_pickle=False)
-
-
-def load_rows(folder: Path) -> np.ndarray | None:
-    """The keys a fine-tuned model folder keeps of its training rows; None for a folder fine-tuned
-    before they were kept (or a Hugging Face folder)."""
-    file = folder / ROWS_FILE
-    if not file.is_file():
-        return None
-    try:
-        keys = np.load(file, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise ElectraError(
-            f"cannot read {file} ({e}): it may be truncated; fine-tune again"
-        ) from None
-    if keys.dtype != np.dtype("<u8") or keys.ndim != 1:
-        raise ElectraError(f"{file} is not a list of row keys (uint64): fine-tune again")
-    return keys
 
 
 def screen(

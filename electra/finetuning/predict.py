@@ -36,12 +36,12 @@ from electra.config import InferenceRuntime
 from electra.engine.progress import progress_bar
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
 from electra.finetuning.inference import predict_outputs
-from electra.folders.finetuned import load_for_inference
+from electra.finetuning.loading import load_for_inference
 from electra.jsonl import jsonl_writer
 from electra.locks import claim_output
 from electra.tasks.base import Task, utf8_text
+from electra.tasks.finetune_config import FinetuneConfig
 
 STDIN = "-"
 # Inputs encoded and predicted at a time: enough for batches of like lengths, little memory.
@@ -86,8 +86,8 @@ class Predictor:
         """The fine-tuned model at `path` (a finetune --out folder: its best seed, or a seed
         folder, or a Hugging Face task folder), run as it was fine-tuned unless `runtime`
         (`electra.config.InferenceRuntime`), `device` or `precision` say otherwise
-        (`electra.folders.finetuned.load_for_inference`); `threads` sets torch's CPU threads for the
-        process (`--threads`); `reading` ({"text_columns", "delimiter"}) reads new files of your
+        (`electra.finetuning.loading.load_for_inference`); `threads` sets torch's CPU threads for
+        the process (`--threads`); `reading` ({"text_columns", "delimiter"}) reads new files of your
         own by other columns or separator than its training files'."""
         if threads is not None:
             from electra.engine.cpu_threads import apply_threads

@@ -25,7 +25,6 @@ from electra.engine.graphs import check_graphable
 from electra.engine.runtime import Runtime
 from electra.errors import ElectraError
 from electra.finetuning.baselines import baseline_scores, baseline_warning, judge
-from electra.finetuning.config import FinetuneConfig, resolve_recipe
 from electra.finetuning.dev_split import (
     SPLIT_FILE,
     HeldOut,
@@ -52,6 +51,7 @@ from electra.model.configs import AnyModelConfig
 from electra.model.family import family_of
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
+from electra.tasks.finetune_config import FinetuneConfig, resolve_recipe
 from electra.tasks.splits import DataSource, SplitFiles, source_paths
 
 
@@ -369,7 +369,7 @@ def _train_seed(job: _Job, seed: int, seed_dir: Path) -> tuple[dict, list[dict]]
         job.fitted,
         job.data,
         job.trained_on,
-        job.held_out,
+        job.held_out.to_json() if job.held_out else None,
         job.training_rows,
     )
     write_jsonl(seed_dir / "predictions.jsonl", predictions)

@@ -1,36 +1,31 @@
-"""Fine-tuned model folders: a model folder (`electra.hf.pretrained`: `config.json` naming the
+"""Fine-tuned model folders: a model folder (`electra.folders.model_folder`: `config.json` naming the
 head's class, weights, tokenizer) plus `finetune.json`, the task, its head (labels, scale), the
 recipe, the pretrained model it came from and what it was trained and scored on, and
 `training_rows.npy`, the keys of the rows it trained on (`electra.finetuning.overlap`; absent in a
 folder fine-tuned before they were kept).
 
 Save one (`save_finetuned`), tell one (`is_finetuned`, `finetuned_dir`: a seed folder, or a
-`finetune --out` folder standing for its best seed), read it (`read_finetune_info`,
-`load_finetuned`) or load it to predict (`load_for_inference`). A Hugging Face classifier, tagger
-or QA folder loads here too, as the task its `config.json` describes
-(`electra.hf.from_transformers`). `predict`, `evaluate` and `export` read this format; only the
-fine-tuning recipe (`electra.finetuning.run`) writes it.
+`finetune --out` folder standing for its best seed) and read it (`read_finetune_info`,
+`load_finetuned`, `load_rows`). This is our format only: `predict` and `evaluate` also take a
+Hugging Face classifier, tagger or QA folder, which `electra.finetuning.loading` tells apart and
+loads. `predict`, `evaluate` and `export` read this format; only the fine-tuning recipe
+(`electra.finetuning.run`) writes it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import tokenizers
 from torch import nn
 
-from electra.atomic import write_json_atomic
-from electra.config import InferenceRuntime
-from electra.engine.runtime import Runtime
+from electra.atomic import atomic_path, write_json_atomic
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
-from electra.finetuning.overlap import save_rows
-from electra.hf.from_transformers import is_hf_task_dir, load_hf_finetuned
-from electra.hf.pretrained import (
+from electra.folders.model_folder import (
     load_strict,
     model_tokenizer,
     read_model_config,
@@ -40,13 +35,14 @@ from electra.hf.pretrained import (
 from electra.model.heads import head_classes
 from electra.tasks import get_task
 from electra.tasks.base import Task
-
-if TYPE_CHECKING:
-    from electra.finetuning.dev_split import HeldOut
+from electra.tasks.finetune_config import FinetuneConfig
 
 FINETUNE_FILE = "finetune.json"
 # A finetune --out folder's summary, naming its best seed's folder (`best_seed_dir`).
 RESULTS_FILE = "results.json"
+# The keys of the rows the model trained on (`electra.finetuning.overlap.row_keys`), sorted
+# uint64: 8 bytes a row, no pickle.
+ROWS_FILE = "training_rows.npy"
 
 
 def save_finetuned(
@@ -59,15 +55,15 @@ def save_finetuned(
     baseline: dict | None = None,
     data: dict[str, str] | None = None,
     trained: dict[str, str] | None = None,
-    held_out: HeldOut | None = None,
+    dev_split: dict[str, Any] | None = None,
     training_rows: np.ndarray | None = None,
 ) -> None:
     """`source` is the pretrained model; `baseline` the fitted trivial predictor, kept so that
     `evaluate` can score it on any split without reading the training set again; `data` the files
     it was trained and scored on (`data_files`), for the model card of an export; `trained` the
-    training file and its hash, `held_out` the dev examples held out of it and `training_rows`
-    the keys of the rows it trained on (`electra.finetuning.overlap`, training_rows.npy), so
-    that `evaluate` scores no training row."""
+    training file and its hash, `dev_split` the dev examples held out of it (the record of
+    `electra.finetuning.dev_split.HeldOut.to_json`) and `training_rows` the keys of the rows it
+    trained on (`save_rows`), so that `evaluate` scores no training row."""
     save_pretrained(model, out_dir, tokenizer)
     if training_rows is not None:
         save_rows(out_dir, training_rows)
@@ -81,17 +77,51 @@ def save_finetuned(
             "baseline": baseline,
             "data": data,
             "trained_on": trained,
-            "dev_split": held_out.to_json() if held_out else None,
+            "dev_split": dev_split,
         },
     )
+
+
+def save_rows(folder: Path, keys: np.ndarray) -> None:
+    """Keeps the keys of the rows a model trained on with it: sorted, each once."""
+    with atomic_path(folder / ROWS_FILE) as tmp, open(tmp, "wb") as f:
+        np.save(f, np.unique(keys).astype("<u8"), allow_pickle=False)
+
+
+def load_rows(folder: Path) -> np.ndarray | None:
+    """The keys a fine-tuned model folder keeps of its training rows; None for a folder fine-tuned
+    before they were kept (or a Hugging Face folder)."""
+    file = folder / ROWS_FILE
+    if not file.is_file():
+        return None
+    try:
+        keys = np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise ElectraError(
+            f"cannot read {file} ({e}): it may be truncated; fine-tune again"
+        ) from None
+    if keys.dtype != np.dtype("<u8") or keys.ndim != 1:
+        raise ElectraError(f"{file} is not a list of row keys (uint64): fine-tune again")
+    return keys
 
 
 def is_finetuned(path: str | Path) -> bool:
     """Whether `path` is one of our fine-tuned model folders, or a finetune --out folder (which
     `finetuned_dir` resolves to its best seed). A Hugging Face task folder is not: it is run as it
-    is (`finetuned_dir`), but exported as any model folder."""
+    is (`electra.finetuning.loading`), but exported as any model folder."""
     path = Path(path)
     return (path / FINETUNE_FILE).is_file() or _best_seed_dir(path) is not None
+
+
+def own_finetuned_dir(path: Path) -> Path | None:
+    """Our fine-tuned model folder that `path` is or stands for (a finetune --out folder: its best
+    seed's); None where it is neither."""
+    if (path / FINETUNE_FILE).is_file():
+        return path
+    best = _best_seed_dir(path)
+    if best and (path / best / FINETUNE_FILE).is_file():
+        return path / best
+    return None
 
 
 def _best_seed_dir(path: Path) -> str | None:
@@ -104,18 +134,14 @@ def _best_seed_dir(path: Path) -> str | None:
 
 
 def finetuned_dir(path: str | Path) -> Path:
-    """A fine-tuned model folder, or a fine-tuning output folder (its best seed), or a Hugging
-    Face classifier, tagger or QA folder (`electra.hf.from_transformers.is_hf_task_dir`)."""
+    """A fine-tuned model folder, or a fine-tuning output folder (its best seed); else one line
+    saying what to pass."""
     path = Path(path)
-    if (path / FINETUNE_FILE).is_file():
-        return path
-    best = _best_seed_dir(path)
-    if best and (path / best / FINETUNE_FILE).is_file():
-        return path / best
+    found = own_finetuned_dir(path)
+    if found is not None:
+        return found
     if not path.exists():
         raise ElectraError(f"fine-tuned model not found: {path}")
-    if is_hf_task_dir(path):
-        return path
     raise ElectraError(
         f"{path} is not a fine-tuned model (no {FINETUNE_FILE}): pass the --out folder of "
         "`electra finetune` or one of its seed folders"
@@ -124,7 +150,7 @@ def finetuned_dir(path: str | Path) -> Path:
 
 def read_finetune_info(path: Path) -> dict[str, Any]:
     """The `finetune.json` of a fine-tuned model folder (`finetuned_dir`'s), or {} for a Hugging
-    Face folder, which has none."""
+    Face task folder, which has none."""
     file = path / FINETUNE_FILE
     if not file.is_file():
         return {}
@@ -145,8 +171,6 @@ def load_finetuned(
     """The task (with its head's labels or scale), the model with its weights, the tokenizer and
     the recipe of a fine-tuned model (`finetuned_dir` resolves `path`), on the CPU."""
     path = finetuned_dir(path)
-    if not (path / FINETUNE_FILE).is_file():
-        return load_hf_finetuned(path)
     info = read_finetune_info(path)
     cfg = FinetuneConfig.from_values(info["config"], source=str(path / FINETUNE_FILE))
     task = get_task(info["task"], cfg).with_head_config(info.get("head", {}))
@@ -154,19 +178,3 @@ def load_finetuned(
     model = task.build_model(model_cfg)
     load_strict(model, read_state_dict(path), path)
     return task, model, model_tokenizer(path, model_cfg), cfg  # checked against the weights'
-
-
-def load_for_inference(
-    path: str | Path, runtime: InferenceRuntime | None = None
-) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig, Runtime]:
-    """A fine-tuned model (`load_finetuned`) ready to predict, in eval mode, on the runtime
-    `runtime` sets over the one it was fine-tuned with (`electra.config.InferenceRuntime`: not the
-    training machine's device, never compiled). CUDA graphs are captured only where there is a
-    GPU."""
-    task, model, tokenizer, cfg = load_finetuned(path)
-    cfg = (runtime or InferenceRuntime()).over(cfg)
-    run_time = Runtime.from_config(cfg)
-    if run_time.device.type != "cuda":
-        cfg = replace(cfg, cuda_graph=False)
-        run_time = replace(run_time, cuda_graph=False)
-    return task, run_time.prepare(model).eval(), tokenizer, cfg, run_time

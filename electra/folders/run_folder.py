@@ -23,7 +23,6 @@ from electra.atomic import recover_replaced
 from electra.config import RunConfig, apply_overrides
 from electra.data.store import PretrainingData
 from electra.data.tokenizer import fingerprint, load_tokenizer
-from electra.engine.distributed import restarted_by_torchrun
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
 from electra.folders.checkpoint import checkpoint_dirs, latest_complete
@@ -33,7 +32,7 @@ from electra.overrides import flatten
 
 # Settings a resumed run may change: how long it trains and when it stops, how often it logs and
 # saves, how it runs (device, precision, kernels, compilation, processes: the micro-batches' seeds
-# follow the rows, electra.engine.train.micro_batch_seed) and the learning rate (the remedy a run
+# follow the rows, electra.pretraining.train.micro_batch_seed) and the learning rate (the remedy a run
 # stopped by non-finite steps is told to take). Everything else (architecture, sizes, objective,
 # data, sequence length, batch, seed, schedule) makes another run: refused.
 MAY_CHANGE_ON_RESUME = tuple(
@@ -65,7 +64,7 @@ MAY_CHANGE_SAID = (
     "compile_mode, cuda_graph, kernels, attention)"
 )
 # Settings a run takes from its data and tokenizer whatever it is given (a new run too: see
-# electra.engine.train.fit_config_to_data); the tokenizer's fingerprint is checked instead.
+# electra.pretraining.resolve.fit_config_to_data); the tokenizer's fingerprint is checked instead.
 FROM_THE_DATA = ("model.vocab_size", "model.pad_token_id")
 # Named first where several settings change: the one that explains the others.
 _FIRST = ("preset", "model.arch", "objective.name", "data.path")
@@ -95,14 +94,15 @@ def say(line: str) -> None:
 
 
 def resume_point(
-    cfg: RunConfig, run_dir: Path, data: PretrainingData
+    cfg: RunConfig, run_dir: Path, data: PretrainingData, restarted: bool = False
 ) -> tuple[RunConfig, Path | None]:
     """The config a resumed run trains with (its saved one, with the changes it may take) and
     the checkpoint it goes on from: the newest complete one, or None where the run was stopped
-    before its first (it starts again from step 0 with its saved config, and says so)."""
+    before its first (it starts again from step 0 with its saved config, and says so).
+    `restarted`: torchrun restarted this worker after a failure."""
     latest = latest_complete(run_dir)
     if latest is None:
-        if restarted_by_torchrun():  # a worker restarted before the first checkpoint: afresh
+        if restarted:  # a worker restarted before the first checkpoint: afresh
             return cfg, None
         if checkpoint_dirs(run_dir):
             raise ElectraError(

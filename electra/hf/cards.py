@@ -7,8 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from electra.hf.head_rewrite import pairs_fit
-from electra.model.hf_names import hf_families
+from electra.model.hf_names import family_of_type, hf_families
 
 
 def model_card(source: Path, task, info: dict, config: dict, cfg) -> str:
@@ -71,60 +70,16 @@ def _data_line(source: Path, info: dict) -> str:
 
 
 def _title(config: dict) -> str:
-    """What the encoder is, by its architecture (how it was pretrained, RTD or a hub model's MLM,
-    the base model line says)."""
-    return (
-        "A ModernBERT-architecture encoder" if config["model_type"] == "modernbert" else "ELECTRA"
-    )
+    """What the encoder is, by its family (how it was pretrained, RTD or a hub model's MLM, the
+    base model line says)."""
+    names = hf_families()[config["model_type"]]
+    return names.card_title or family_of_type(names.model_type).title
 
 
 def _head_note(pipeline: str, config: dict) -> list[str]:
-    if config["model_type"] == "modernbert":
-        return _modern_head_note(pipeline, config)
-    if pipeline == "text-classification":
-        note = (
-            "The model was fine-tuned with the paper's one-layer head (a linear layer on the "
-            "final [CLS] vector). It is shipped as the exact equivalent in HF's two-layer "
-            "`ElectraClassificationHead`, so the logits are the fine-tuned model's (to fp32 "
-            "rounding). "
-        )
-        if pairs_fit(config["num_labels"], config["hidden_size"]):
-            note += (
-                "Each logit is carried by pairs of `dense` units of opposite sign, since "
-                "GELU(a) - GELU(-a) = a: HF's dropout on them (train mode) moves the logits only "
-                "a few percent, so further training starts from the fine-tuned loss."
-            )
-        else:
-            note += (
-                "With more labels than half the hidden size, each logit is carried by one "
-                "`dense` unit shifted to where GELU is the identity: HF's dropout on those units "
-                "(train mode) swings the logits far, so further training starts well above the "
-                "fine-tuned loss."
-            )
-        if config.get("problem_type") == "regression":
-            note += " The logit is the predicted value itself, on the labels' scale."
-        return [note, ""]
-    if pipeline == "question-answering":
-        return ["Fine-tuned with the linear start/end head (`--qa-head linear`), HF's own.", ""]
-    return []
-
-
-def _modern_head_note(pipeline: str, config: dict) -> list[str]:
-    """The modern family's heads are HF's own (dense -> act -> norm -> linear), trained as they
-    are shipped: no rewrite to describe."""
-    note = (
-        "The model was fine-tuned with the head it is shipped with, HF's own "
-        f"(`{config['architectures'][0]}`: dense, activation, norm, then the linear layer), so "
-        "the logits are the fine-tuned model's and further training starts where it stopped."
-    )
-    if pipeline == "text-classification":
-        note += f" Pooling: `{config.get('classifier_pooling', 'cls')}`."
-        if config.get("problem_type") == "regression":
-            note += " The logit is the predicted value itself, on the labels' scale."
-    if pipeline == "question-answering":
-        note += " The linear start/end head (`--qa-head linear`)."
-    note += " The tokenizer gives no `token_type_ids`: the architecture has no segments."
-    return [note, ""]
+    """The family's paragraph on how the shipped head relates to the fine-tuned one."""
+    note = hf_families()[config["model_type"]].card_note
+    return note(pipeline, config) if note is not None else []
 
 
 def _run_results(source: Path) -> dict | None:

@@ -7,13 +7,15 @@ is refused rather than written as weights that load but compute something else.
 
 A fine-tuned model (`electra.folders.finetuned`) goes to `AutoModelForSequenceClassification`,
 `...TokenClassification` or `...QuestionAnswering` (`export_finetuned`, the classes of
-`electra.model.hf_names`), with its labels, problem type and a model card (`electra.hf.cards`); the
-paper's one-layer classifier is rewritten exactly into HF's two-layer head
-(`electra.hf.head_rewrite`, docs/huggingface.md), and the XLNet-style QA head is refused. The
-exported config keeps the fine-tuning dropout (HF's `classifier_dropout` unset, so the hidden
-dropout), the rate our head was trained with. The modern family's heads are HF's own
-(`electra.model.modernbert.heads`): their weights go as they are, the config with the 5.x keys,
-`classifier_pooling` and the special tokens, the tokenizer without `token_type_ids`.
+`electra.model.hf_names`), with its labels, problem type and a model card (`electra.hf.cards`);
+the family's `HFNames.export_state` puts the head's weights under HF's class (ELECTRA's paper
+one-layer classifier rewritten exactly into HF's two-layer head,
+`electra.model.electra.head_rewrite`, docs/huggingface.md; ModernBERT's heads, HF's own, as they
+are), and a head HF has no class for (`HFNames.unexported`: the XLNet-style QA head) is refused.
+The exported config keeps the fine-tuning dropout, the rate our head was trained with.
+
+A family without Hugging Face names (`Family.hf` None) is refused in one line before anything is
+written (`refuse_without_hf`).
 """
 
 from __future__ import annotations
@@ -37,19 +39,20 @@ from electra.folders.finetuned import (
     load_finetuned,
     read_finetune_info,
 )
-from electra.folders.run_folder import check_run_tokenizer
-from electra.hf.cards import model_card
-from electra.hf.head_rewrite import exact_classification_head
-from electra.hf.pretrained import (
+from electra.folders.model_folder import (
     ROLES,
     is_model_dir,
     load_pretrained,
+    read_model_config,
     resolve_model_dir,
     save_pretrained,
     write_model_files,
 )
+from electra.folders.run_folder import check_run_tokenizer
+from electra.hf.cards import model_card
 from electra.locks import claim_output
-from electra.model.hf_names import TaskHead, hf_families, hf_of
+from electra.model.family import family_of
+from electra.model.hf_names import TaskHead, hf_of
 from electra.objectives import build_objective
 
 
@@ -65,7 +68,7 @@ def check_exportable(model: nn.Module, source: Path) -> None:
     if extra:
         raise ElectraError(
             f"{source}: weights {', '.join(extra[:3])} have no Hugging Face "
-            f"{hf_of(cfg).title} counterpart; export the model folder pretraining "
+            f"{family_of(cfg).title} counterpart; export the model folder pretraining "
             "wrote (it folds them in)"
         )
 
@@ -108,6 +111,7 @@ def export_hf(
     `step`, the networks come from that checkpoint of the run at `model_path`. A fine-tuned model
     (or a finetune --out folder: its best seed) goes to `export_finetuned`."""
     model_path, out = Path(model_path), Path(out)
+    refuse_without_hf(model_path, step)
     if step is None and is_finetuned(model_path):
         return [export_finetuned(model_path, out, overwrite)]
     held = ("config.json", "discriminator", "generator", "mlm")  # what an export writes
@@ -127,6 +131,21 @@ def export_hf(
     return [out / role if role else out for _, role, _, _ in sources]
 
 
+def refuse_without_hf(model_path: Path, step: int | None = None) -> None:
+    """`hf_of`'s one-line refusal where the model at `model_path` (a run with `step`, a fine-tuned
+    folder, a model or run folder) is of a family without Hugging Face names, before anything is
+    written. A folder that cannot be read is left to the export itself to report."""
+    try:
+        if step is not None:
+            cfg = RunConfig.load(model_path / "config.json").model
+        else:
+            found = finetuned_dir(model_path) if is_finetuned(model_path) else model_path
+            cfg = read_model_config(resolve_model_dir(found), None)[1]
+    except ElectraError:
+        return
+    hf_of(cfg)
+
+
 # --- fine-tuned models ----------------------------------------------------------------------------
 
 
@@ -135,15 +154,14 @@ def export_finetuned(model_path: str | Path, out: str | Path, overwrite: bool = 
     `AutoModelForTokenClassification` or `AutoModelForQuestionAnswering` loads, with its labels,
     problem type, tokenizer files and a model card (README.md)."""
     out = Path(out)
+    refuse_without_hf(Path(model_path))
     with claim_output(out, overwrite, reads=[model_path], replaces=("config.json",)):
         source = finetuned_dir(model_path)
         task, model, tokenizer, cfg = load_finetuned(source)
         model.eval()
-        head, state = hf_head_state(task, model, source)
+        head, state, head_config = hf_head_state(task, model, source)
         family = hf_of(model.config)
-        extra = hf_label_config(task, head)
-        if hasattr(model, "pooling"):  # a modern sequence classifier's: HF's classifier_pooling
-            extra["classifier_pooling"] = model.pooling
+        extra = {**hf_label_config(task, head), **head_config}
         config = family.config_json(head.hf_class, model.config, tokenizer, **extra)
         info = read_finetune_info(source)
         with atomic_dir(out, tag="export-tmp") as tmp:
@@ -161,40 +179,26 @@ def limit_length(tokenizer_config: Path, max_len: int) -> None:
     write_json_atomic(tokenizer_config, config)
 
 
-def hf_head_state(task, model: nn.Module, source: Path) -> tuple[TaskHead, dict[str, torch.Tensor]]:
-    """The `transformers` head that the model exports to and the weights under its names: the
-    encoder's as they are, the head's as HF's class holds them."""
-    name = type(model).__name__
-    head = hf_families()[model.config.arch].exported_head(name)
+def hf_head_state(
+    task, model: nn.Module, source: Path
+) -> tuple[TaskHead, dict[str, torch.Tensor], dict]:
+    """The `transformers` head that the model exports to, the weights under its names (the
+    encoder's as they are, the head's as HF's class holds them: the family's
+    `HFNames.export_state`) and the config keys the head adds."""
+    name, family = type(model).__name__, hf_of(model.config)
+    head = family.exported_head(name)
     if head is None:
-        raise ElectraError(
-            f"{source}: the official XLNet-style QA head has no Hugging Face class; fine-tune "
-            "with --qa-head linear for a model that exports"
-            if name == "ElectraForQuestionAnswering"
-            else f"{source}: a {name} has no Hugging Face counterpart to export to"
+        why = dict(family.unexported).get(
+            name, f"a {name} has no Hugging Face counterpart to export to"
         )
+        raise ElectraError(f"{source}: {why}")
     state = {
         k: v.detach().cpu().float().clone().contiguous() for k, v in model.state_dict().items()
     }
-    if model.config.arch == "modernbert":  # HF's own head: the keys are already its
-        if task.regression:  # HF's logit is then the value itself (see below)
-            factor = float(task.value_scale)
-            state["classifier.weight"] *= factor
-            state["classifier.bias"] *= factor
-        return head, state
-    if head.pipeline == "text-classification":  # our one linear layer, HF's two
-        weight, bias = state.pop("classifier.weight"), state.pop("classifier.bias")
-        if task.regression:  # HF's logit is then the value itself
-            # The task's `value_scale`, which decode and records apply (STS-B: 5, the head
-            # being trained on score/5; regression on the user's files: its largest |target|).
-            factor = float(task.value_scale)
-            weight, bias = weight * factor, bias * factor
-        last = f"electra.encoder.layer.{model.config.num_hidden_layers - 1}.output.LayerNorm"
-        rewritten = exact_classification_head(
-            weight, bias, state[f"{last}.weight"], state[f"{last}.bias"], source
-        )
-        state.update({f"classifier.{k}": v for k, v in rewritten.items()})
-    return head, state
+    if family.export_state is None:  # HF's own head: the keys are already its
+        return head, state, {}
+    state, extra = family.export_state(task, model, head, state, source)
+    return head, state, extra
 
 
 def task_labels(task) -> tuple[str, ...]:

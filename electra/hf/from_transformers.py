@@ -1,22 +1,21 @@
-"""Hugging Face HF and ModernBERT folders with a task head, or with none
+"""Hugging Face folders of a family's classes (`electra.model.hf_names`: `ElectraModel`,
+`ModernBertForSequenceClassification`, ...) with a task head, or with none
 (docs/huggingface.md#import).
 
 - `load_encoder`: the encoder of any pretrained folder (ours, a run's, or one of these), which
   `electra finetune` trains a new head on.
-- `load_hf_encoder`: the encoder of an `ElectraModel` / `ModernBertModel` folder (what `AutoModel`
-  saves, its weights without the `electra.` / `model.` prefix) or of a classifier, tagger or QA
-  folder, for `electra finetune`, which trains a new head: the folder's own head is left behind,
-  and said so once on stderr.
-- `is_hf_task_dir` and `load_hf_finetuned`: a classifier (`ElectraForSequenceClassification`:
+- `load_hf_encoder`: the encoder of a bare encoder's folder (what `AutoModel` saves, its weights
+  without the family's prefix, `electra.` or `model.`) or of a classifier, tagger or QA folder,
+  for `electra finetune`, which trains a new head: the folder's own head is left behind, and said
+  so once on stderr.
+- `is_hf_task_dir` and `load_hf_finetuned`: a classifier (`...ForSequenceClassification`:
   single-label, multi-label or regression by `problem_type` and `num_labels`), tagger
-  (`ElectraForTokenClassification`) or QA (`ElectraForQuestionAnswering`) folder run as it is by
+  (`...ForTokenClassification`) or QA (`...ForQuestionAnswering`) folder run as it is by
   `electra predict` and `electra evaluate`, with the task its `config.json` describes (labels from
-  `id2label`) and a model computing HF's logits; the weights load by name. No such folder records
-  the text columns its classifier was trained on, so it reads one text or a pair, as each input
-  gives it (`ClassificationTask.read_with`, `from_line`). The modern family's
-  `ModernBertForSequenceClassification` (its `classifier_pooling` too),
-  `ModernBertForTokenClassification` and `ModernBertForQuestionAnswering` run alike
-  (`electra.model.modernbert.heads`).
+  `id2label`) and a model computing HF's logits (a classifier's from the family's
+  `HFNames.import_classifier`); the weights load by name. No such folder records the text columns
+  its classifier was trained on, so it reads one text or a pair, as each input gives it
+  (`ClassificationTask.read_with`, `from_line`).
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ import torch
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.finetuning.config import FinetuneConfig
-from electra.hf.pretrained import (
-    ARCHITECTURES,
+from electra.folders.model_folder import (
+    architectures,
     fit_state_dict,
     folder_class,
     is_model_dir,
@@ -46,35 +44,40 @@ from electra.hf.pretrained import (
     weights_file,
     with_article,
 )
-from electra.hf.saved_with import check_config
+from electra.folders.saved_with import check_config
 from electra.model import family as registry
 from electra.model.configs import AnyModelConfig
-from electra.model.electra.heads import ElectraForSequenceClassificationHF
-from electra.model.electra.hf import HF
 from electra.model.family import encoder_of
 from electra.model.heads import build_head
-from electra.model.hf_names import hf_families, hf_of
-from electra.model.modernbert.heads import ModernBertForSequenceClassification
+from electra.model.hf_names import default_model_type, family_of_type, hf_families, hf_of
 from electra.tasks.base import Task
+from electra.tasks.finetune_config import FinetuneConfig
 from electra.tasks.labelled import ClassificationTask, RegressionTask
 from electra.tasks.multilabel import MultilabelTask
 from electra.tasks.qa import QaTask
 from electra.tasks.settings import QaSettings
 from electra.tasks.tagging import TAG, TaggingTask
 
-# The HF classes that `electra predict` and `evaluate` run as they are, of every family.
-TASK_HEADS = tuple(name for family in hf_families().values() for name in family.task_heads)
-# The HF classes whose encoder `electra finetune` takes, and the head each leaves behind (and our
-# heads' classes, so that every fine-tuned folder of ours is taken too).
-ENCODER_SOURCES = {
-    name: description
-    for family in hf_families().values()
-    for name, description in (
-        (family.encoder, ""),
-        *((h.hf_class, h.description) for h in family.heads),
-        *((h.ours, h.description) for h in family.heads),
-    )
-}
+
+def task_heads() -> tuple[str, ...]:
+    """The HF classes that `electra predict` and `evaluate` run as they are, of every family."""
+    return tuple(name for family in hf_families().values() for name in family.task_heads)
+
+
+def encoder_sources() -> dict[str, str]:
+    """The HF classes whose encoder `electra finetune` takes, and the head each leaves behind (and
+    our heads' classes, so that every fine-tuned folder of ours is taken too)."""
+    return {
+        name: description
+        for family in hf_families().values()
+        for name, description in (
+            (family.encoder, ""),
+            *((h.hf_class, h.description) for h in family.heads),
+            *((h.ours, h.description) for h in family.heads),
+        )
+    }
+
+
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
@@ -105,12 +108,13 @@ def load_encoder(path: str | Path) -> tuple[AnyModelConfig, dict, tokenizers.Tok
 def load_hf_encoder(
     path: str | Path,
 ) -> tuple[AnyModelConfig, dict[str, torch.Tensor], tokenizers.Tokenizer, Path] | None:
-    """`load_encoder` for a folder of `ENCODER_SOURCES`: its config, encoder weights (under
+    """`load_encoder` for a folder of `encoder_sources()`: its config, encoder weights (under
     `electra.` or `model.`), tokenizer and path. None for a pretraining folder (a discriminator or
     generator: `load_pretrained` reads it); any other folder is an error naming what is taken."""
     path = resolve_model_dir(path)
-    arch, cfg = read_model_config(path, (*ARCHITECTURES, *ENCODER_SOURCES))
-    if arch in ARCHITECTURES:
+    pretraining, sources = architectures(), encoder_sources()
+    arch, cfg = read_model_config(path, (*pretraining, *sources))
+    if arch in pretraining:
         return None
     tokenizer = model_tokenizer(path, cfg)
     state = read_state_dict(path)
@@ -128,7 +132,7 @@ def load_hf_encoder(
             "the folder it came with"
         )
     check_config(path)  # an edit that keeps the sizes: not what the weights were saved with
-    if head := ENCODER_SOURCES[arch]:
+    if head := sources[arch]:
         print(
             f"note: {path} is {with_article(arch)}: its {head} is not used: a new one is trained",
             file=sys.stderr,
@@ -137,47 +141,50 @@ def load_hf_encoder(
 
 
 def is_hf_task_dir(path: Path) -> bool:
-    """Whether `path` is a model folder of `TASK_HEADS` (the fine-tuned-model check has found no
+    """Whether `path` is a model folder of `task_heads()` (the fine-tuned-model check has found no
     finetune.json). False where it holds no model; a model of another kind is an error saying
     what `predict` and `evaluate` take."""
     if not is_model_dir(path):
         return False
     raw = _config(path)
-    model_type = raw.get("model_type", HF.model_type)
-    # A modern discriminator is written as a two-label token classifier: named as what it is.
-    arch = folder_class(raw, hf_families()[model_type]) if model_type in hf_families() else ""
-    if model_type in hf_families() and arch not in TASK_HEADS:
+    model_type = raw.get("model_type", default_model_type())
+    known, heads = hf_families(), task_heads()
+    # A discriminator written as a two-label token classifier: named as what it is.
+    arch = folder_class(raw, known[model_type]) if model_type in known else ""
+    if model_type in known and arch not in heads:
         raise ElectraError(
             f"{path} holds {'an' if arch[0] in 'AEIOU' else 'a'} {arch}, not a fine-tuned model: fine-tune it with `electra "
             "finetune`, or pass a finetune --out folder, one of its seed folders, or a Hugging "
-            f"Face {', '.join(TASK_HEADS[:-1])} or {TASK_HEADS[-1]} folder"
+            f"Face {', '.join(heads[:-1])} or {heads[-1]} folder"
         )
-    read_model_config(path, TASK_HEADS)  # another model type: one line saying so
+    read_model_config(path, heads)  # another model type: one line saying so
     return True
 
 
 def load_hf_finetuned(
     path: Path,
 ) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
-    """`electra.folders.finetuned.load_finetuned` for a folder of `TASK_HEADS`: the task its config.json
+    """`electra.folders.finetuned.load_finetuned` for a folder of `task_heads()`: the task its config.json
     describes, the model with its weights, the tokenizer, and the recipe's defaults with
     `max_seq_len` the tokenizer's `model_max_length` (at most the model's positions)."""
     raw = _config(path)
-    arch, model_cfg = read_model_config(path, TASK_HEADS)
+    arch, model_cfg = read_model_config(path, task_heads)
     tokenizer = model_tokenizer(path, model_cfg)
-    family = hf_families()[model_cfg.arch]
+    family = hf_of(model_cfg)
     if arch not in family.task_heads:  # a config.json whose model_type and class disagree
         raise ElectraError(
-            f"{path / 'config.json'}: a {family.title} model (model_type {family.model_type!r}) "
-            f"cannot be a {arch}: fix its model_type or architectures"
+            f"{path / 'config.json'}: a {family_of_type(family.model_type).title} model "
+            f"(model_type {family.model_type!r}) cannot be a {arch}: fix its model_type or "
+            "architectures"
         )
-    pipeline = family.task_head(arch).pipeline
+    head = family.task_head(arch)
+    pipeline = head.pipeline
     qa = QaSettings(qa_head="linear" if pipeline == "question-answering" else "official")
     cfg = FinetuneConfig(max_seq_len=_max_length(path, model_cfg), qa=qa)
     state = read_state_dict(path)
-    if arch == "ElectraForSequenceClassification" and "classifier.weight" in state:
+    if head.own_weight and head.own_weight[0] in state:
         raise ElectraError(
-            f"{path} holds electra's one-layer classifier but no finetune.json: use the seed "
+            f"{path} holds {head.own_weight[1]} but no finetune.json: use the seed "
             "folder it came from, or `electra export` that one for Hugging Face"
         )
     if pipeline == "text-classification":
@@ -205,8 +212,8 @@ def _classifier(
     raw: dict, model_cfg: AnyModelConfig, cfg: FinetuneConfig, path: Path
 ) -> tuple[Task, nn.Module]:
     """The task of a sequence classifier, by `problem_type` (unset: regression for one label,
-    as HF's own loss decides), and HF's head: electra's two-layer one, or the modern family's
-    (`electra.model.modernbert.heads`, with the config's `classifier_pooling`)."""
+    as HF's own loss decides), and HF's head of the family (`HFNames.import_classifier`: ELECTRA's
+    two-layer one, ModernBERT's with the config's `classifier_pooling`, ...)."""
     n = _num_labels(raw)
     kind = raw.get("problem_type") or ("regression" if n == 1 else PROBLEM_TYPES[0])
     if kind not in PROBLEM_TYPES:
@@ -228,10 +235,7 @@ def _classifier(
         task = kinds[kind](cfg.classification).with_head_config(
             {"labels": list(_labels(raw, path))}
         )
-    if model_cfg.arch == "modernbert":  # HF's own head, pooling as its config says
-        pooling = raw.get("classifier_pooling", "cls")
-        return task, ModernBertForSequenceClassification(model_cfg, n, pooling)
-    return task, ElectraForSequenceClassificationHF(model_cfg, n, raw.get("classifier_dropout"))
+    return task, hf_of(model_cfg).import_classifier(raw, model_cfg, n)
 
 
 def _config(path: Path) -> dict:

@@ -19,6 +19,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
@@ -68,7 +69,8 @@ class Family:
     # "official_qa" (the official XLNet-style QA head).
     heads: Mapping[str, Any]
     # `forward_flops(network, seq_len, convention)`: the forward FLOPs of one `flops.Network`
-    # over one sequence, in the "official" or the "model" convention (`electra.model.flops`).
+    # over one sequence, in the "official" or the "model" convention (`electra.model.flops`); an
+    # `ElectraError` for "official" (no count in it) makes its runs log the model convention.
     forward_flops: Any
     # The depth (embeddings 0, layer i at i + 1, a head n + 1) of a parameter by its name in a
     # model of n layers: fine-tuning's layer-wise LR decay.
@@ -158,8 +160,6 @@ def encoder_of(model: Any) -> Any:
 def _load_built_in() -> None:
     # Every folder of electra/model/ is a family that registers itself when imported (what the
     # families share are this package's modules).
-    import electra.model
-
-    for found in pkgutil.iter_modules(electra.model.__path__):
+    for found in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if found.ispkg:
             importlib.import_module(f"electra.model.{found.name}")

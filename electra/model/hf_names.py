@@ -1,19 +1,26 @@
 """What a family is called in `transformers` (`HFNames`, a `Family`'s `hf`): the classes of its
-pretraining networks, its bare encoder and its task heads, and the `config.json` that names them.
-Import, export and `electra export`'s message ask these; each family declares its own in its
-folder (`electra/model/<family>/hf.py`).
+pretraining networks, its bare encoder and its task heads, the `config.json` that names them (both
+ways: written by `HFNames.config_json`, read by `model_config_from_hf`), and the hooks that carry
+what is particular to a family's HF classes (its head weights on export, its classifier on
+import, its model card's note). Import, export and `electra export`'s message ask these; each
+family declares its own in its folder (`electra/model/<family>/hf.py`).
 
-Names only (strings), no torch.
+A family without HF names (`Family.hf` None) still writes and reads model folders of its own:
+`folder_names` gives it names from its record (`model_type` its name, the classes ours), which
+electra reads and `transformers` does not; `hf_of` refuses it.
+
+Names and plain functions, no torch: the hooks that need torch are `Ref`s, imported when read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
-from electra.model.family import families, family_of
+from electra.model.family import DEFAULT_FAMILY, Family, Ref, families, family_of
 
 # The labels of a discriminator written as a two-label token classifier (the modern family's):
 # row 0 of its classifier is zeros, so softmax over (0, z) is our sigmoid(z).
@@ -30,6 +37,9 @@ class TaskHead:
     auto_class: str
     pipeline: str
     description: str
+    # A weight that our head of this class has and HF's has not, and what messages call our
+    # head: a folder holding it without finetune.json is refused rather than run as HF's.
+    own_weight: tuple[str, str] = ()
 
 
 @dataclass(frozen=True)
@@ -37,15 +47,14 @@ class HFNames:
     """The `transformers` names of one encoder family (its `model_type`): a `Family`'s `hf`."""
 
     model_type: str
-    title: str  # the family's name in messages
-    # Our discriminator's class (`electra.hf.pretrained.ROLES`' first folder). Where `transformers`
+    # Our discriminator's class (`electra.folders.model_folder.ROLES`' first folder). Where `transformers`
     # has no such class, `discriminator_as` is the class its folder is written as (two labels,
     # `RTD_LABELS`) and `read_model_config` reads such a folder back as `discriminator`.
     discriminator: str
     generator: str
     # The generator's output weight and the token table it is tied to: `transformers` leaves the
-    # first out of the file.
-    tied: tuple[str, str]
+    # first out of the file (() where no file leaves it out).
+    tied: tuple[str, ...]
     encoder: str  # the bare encoder, as `AutoModel` saves it
     heads: tuple[TaskHead, ...]
     # config.json fields that `transformers` reads and our ModelConfig leaves implicit.
@@ -61,6 +70,36 @@ class HFNames:
     # The config key whose value is the tokenizer's `model_max_length` in a model folder (what
     # HF's pipelines truncate to); "" keeps BERT's 512, as ELECTRA's folders always had.
     max_length_key: str = ""
+    # `read_config(raw, file)`: the family's config from a `config.json` (`raw`, read from
+    # `file`), where more than its fields by name (`config_from_fields`): other versions'
+    # spellings, settings refused. Plain data, no torch.
+    read_config: Callable[[dict[str, Any], Path], Any] | None = None
+    # Weights older `transformers` versions saved that carry no learned state: dropped on load.
+    dropped_keys: tuple[str, ...] = ()
+    # Our model classes that no `transformers` class takes, and why (an export's refusal).
+    unexported: tuple[tuple[str, str], ...] = ()
+    # An exported model card's title ("" the family's title).
+    card_title: str = ""
+    # What messages call a run of the family where it continues RTD from an MLM folder
+    # (`discriminator_as`: HF has no pretraining class, so an MLM is what the hub holds).
+    run_adjective: str = ""
+    # Hooks, each a `Ref` (torch) or None:
+    # `export_state(task, model, head, state, source) -> (state, config extra)`: a fine-tuned
+    # model's weights under HF's head (`state`: ours, float copies) and the config keys its head
+    # adds; None: the head is HF's own, its weights go as they are.
+    export_state: Any = None
+    # `import_classifier(raw, model_cfg, num_labels)`: the module computing HF's sequence
+    # classifier of a `config.json` (`raw`), which `predict` runs as it is.
+    import_classifier: Any = None
+    # `card_note(pipeline, config) -> list[str]`: the model card's paragraph on the head.
+    card_note: Any = None
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if isinstance(value, Ref):
+            value = value.load()
+            object.__setattr__(self, name, value)
+        return value
 
     @property
     def task_heads(self) -> tuple[str, ...]:
@@ -97,7 +136,7 @@ class HFNames:
         other `transformers` versions (`derived_keys`), the special-token ids (`special`, a
         `SpecialIds`, else those of `tokenizer`, a `tokenizers.Tokenizer`), then `extra`
         (labels)."""
-        fields = {k: v for k, v in asdict(model_config).items() if k != "arch"}
+        values = {k: v for k, v in asdict(model_config).items() if k != "arch"}
         ids = {}
         if (tokenizer is not None or special is not None) and self.token_id_keys:
             if special is None:
@@ -109,7 +148,7 @@ class HFNames:
             "architectures": [architecture],
             "model_type": self.model_type,
             **dict(self.config_extra),
-            **fields,
+            **values,
             **(self.derived_keys(model_config) if self.derived_keys else {}),
             **ids,
             **extra,
@@ -119,6 +158,73 @@ class HFNames:
 def hf_families() -> dict[str, HFNames]:
     """The Hugging Face side of each registered family that has one, by `model_type`."""
     return {f.hf.model_type: f.hf for f in families().values() if f.hf is not None}
+
+
+def folder_names(found: Family) -> HFNames:
+    """The names a model folder of the family `found` is written and read under: its Hugging Face
+    names, or for a family without, its own (`model_type` its name, the classes ours, no task
+    heads of HF's): a folder that electra reads and `transformers` does not."""
+    if found.hf is not None:
+        return found.hf
+    return HFNames(
+        model_type=found.name,
+        discriminator=_class_name(found, "pretraining"),
+        generator=_class_name(found, "masked_lm"),
+        tied=(),  # our own folders hold the tied output weight under its own name too
+        encoder=_class_name(found, "encoder"),
+        heads=(),
+    )
+
+
+def _class_name(found: Family, field: str) -> str:
+    # A field not yet imported is a `Ref` that names its class: no torch to read a config.
+    value = found.__dict__[field]
+    return value.name if isinstance(value, Ref) else value.__name__
+
+
+def folder_families() -> dict[str, HFNames]:
+    """`folder_names` of every registered family, by the `model_type` its folders have."""
+    return {names.model_type: names for names in map(folder_names, families().values())}
+
+
+def names_of(model_config: Any) -> HFNames:
+    """The names a model folder of `model_config` is written under (`folder_names`)."""
+    return folder_names(family_of(model_config))
+
+
+def family_of_type(model_type: str) -> Family:
+    """The family whose model folders have `model_type` (`folder_families`' key)."""
+    return next(f for f in families().values() if folder_names(f).model_type == model_type)
+
+
+def default_model_type() -> str:
+    """What a `config.json` without `model_type` is: the default family's (folders written before
+    families existed are ELECTRA's)."""
+    return folder_names(families()[DEFAULT_FAMILY]).model_type
+
+
+def model_config_from_hf(raw: dict[str, Any], file: Path) -> Any:
+    """The model config of a `config.json` (`raw`, read from `file`) of a registered family's
+    `model_type` (the caller has checked it is one), whichever `transformers` version wrote it."""
+    names = folder_families()[raw.get("model_type", default_model_type())]
+    if names.read_config is not None:
+        return names.read_config(raw, file)
+    cls = family_of_type(names.model_type).config
+    return config_from_fields(cls, known_fields(cls, raw), file)
+
+
+def known_fields(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `cls` that `raw` sets; HF's null (unset) leaves ours at its default."""
+    known = {f.name for f in fields(cls)} - {"arch"}
+    return {k: v for k, v in raw.items() if k in known and v is not None}
+
+
+def config_from_fields(cls: type, values: dict[str, Any], file: Path) -> Any:
+    """`cls(**values)`, a refusal naming the file it came from."""
+    try:
+        return cls(**values)
+    except ElectraError as e:
+        raise ElectraError(f"{file}: {str(e).removeprefix('model.')}") from None
 
 
 def auto_class(architecture: str) -> str:

@@ -37,7 +37,7 @@ OBJECTIVES: dict[str, type[Objective]] = {}
 # A setting an objective fills from the others was left unset: a config not resolved.
 UNSET = (
     "objective.{0} is unset: the commands and electra.pretrain fill it from the other settings "
-    "(electra.settings.resolve_run_settings); resolve the config, or set it"
+    "(electra.pretraining.resolve.resolve_run); resolve the config, or set it"
 )
 
 

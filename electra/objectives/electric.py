@@ -47,7 +47,7 @@ from electra.objectives.masking import (
 )
 from electra.objectives.metrics import detection_metrics
 from electra.objectives.sampling import sample_categorical, sample_tokens
-from electra.objectives.sharing import check_generator_fits
+from electra.objectives.sharing import check_family_piece, check_generator_fits
 
 
 @register("electric")
@@ -59,6 +59,13 @@ class Electric(Objective):
     def check(cls, run: RunConfig) -> None:
         super().check(run)
         check_generator_fits(run)  # the towers read the discriminator's table when shared
+        check_family_piece(
+            run,
+            "cloze_towers",
+            "objective.name=electric",
+            "cloze towers (Electric's two-tower generator)",
+            "choose another objective",
+        )
 
     @classmethod
     def build(

@@ -10,7 +10,7 @@ the two conventions of `electra.model.flops` (say which one a figure uses).
 An objective that does not name its networks is refused, not counted as ELECTRA. The official
 convention is defined for BERT's 2018 layer only: a run of another family (the modern one) has no
 count in it, and its logs count in the model convention instead (`logged_convention`). `electra experiment` has every arm's run count in its budget's one
-convention (`electra.engine.train.pretrain`'s `convention`).
+convention (`electra.pretraining.train.pretrain`'s `convention`).
 """
 
 from __future__ import annotations

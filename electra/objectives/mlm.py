@@ -28,7 +28,7 @@ from electra.model.flops import Network
 from electra.objectives.base import Objective, StepOutput, register, slot_fraction
 from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
 from electra.objectives.masking import predictable
-from electra.objectives.sharing import build_pair, check_generator_fits
+from electra.objectives.sharing import build_pair, check_family_piece, check_generator_fits
 
 
 @register("mlm")
@@ -111,6 +111,17 @@ class ReplaceMLM(Objective):
 @register("all_tokens_mlm")
 class AllTokensMLM(ReplaceMLM):
     """Table 5's All-Tokens MLM: Replace MLM predicting every token, with a copy gate."""
+
+    @classmethod
+    def check(cls, run: RunConfig) -> None:
+        super().check(run)
+        check_family_piece(
+            run,
+            "copy_gate",
+            "objective.name=all_tokens_mlm",
+            "copy gate (All-Tokens MLM's per-token gate)",
+            "choose another objective",
+        )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

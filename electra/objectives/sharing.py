@@ -40,6 +40,14 @@ def disentangled(cfg: AnyModelConfig, source: nn.Module) -> nn.Module:
     return gdes(cfg, source)
 
 
+def check_family_piece(run: RunConfig, piece: str, setting: str, what: str, instead: str) -> None:
+    """Refuses `setting`, before anything is written, where the run's family has no `piece` (the
+    `Family` field of an objective's piece: `gdes_embeddings`, `copy_gate`, `cloze_towers`)."""
+    family = family_of(run.model)
+    if getattr(family, piece) is None:
+        raise ElectraError(f"{setting}: the {family.title} family has no {what}; {instead}")
+
+
 def plain(model: nn.Module) -> nn.Module:
     """`model` as an ordinary network of its family: a GDES discriminator gets its residual folded
     into a copy with plain embeddings; any other model is returned as it is."""
@@ -61,12 +69,20 @@ def check_generator_fits(run: RunConfig) -> None:
     which has no embedding projection, a generator that shares the table (`embeddings`, `gdes`,
     `all`) must have the discriminator's width."""
     sharing = run.objective.sharing
+    if sharing == "gdes":
+        check_family_piece(
+            run,
+            "gdes_embeddings",
+            "objective.sharing=gdes",
+            "GDES embeddings",
+            "use objective.sharing=embeddings or none",
+        )
     hidden = generator_config(run.model, run.objective).hidden_size
     if not family_of(run.model).shares_at_full_width or sharing == "none":
         return
     if hidden != run.model.hidden_size:
         raise ElectraError(
-            f"objective.sharing={sharing} with model.arch=modernbert needs a generator of the "
+            f"objective.sharing={sharing} with model.arch={run.model.arch} needs a generator of the "
             f"discriminator's width (model.hidden_size={run.model.hidden_size}), not {hidden}: "
             "the modern family has no embedding projection to narrow a shared table; set "
             "objective.generator_hidden_fraction=1 (make it smaller with "

@@ -13,7 +13,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from electra.api import pretrain
 from electra.atomic import atomic_dir, atomic_path
 from electra.config import apply_overrides, preset
 from electra.data.prepare import prepare
@@ -23,6 +22,8 @@ from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError, Interrupted
 from electra.folders.checkpoint import latest_complete
 from electra.locks import claim_output
+from electra.pretraining.resolve import resumed_config
+from electra.pretraining.train import pretrain
 from electra.scoring.heldout import corrupt_and_score, showcase, summary
 
 MARKER = ".electra-demo"
@@ -106,7 +107,7 @@ def _run_demo(out: Path, steps: int | None) -> Path:
     resume = _open_folder(out)
     if resume:
         say(f"continuing the interrupted demo in {out}")
-        cfg = None  # the run's saved config
+        cfg = resumed_config(run)  # the run's saved config
     else:
         _build_data(out)
         overrides = {"data.path": str(out / "data"), "train.tensorboard": False}
@@ -115,7 +116,7 @@ def _run_demo(out: Path, steps: int | None) -> Path:
         cfg = apply_overrides(preset("tiny"), overrides)
         shutil.rmtree(run, ignore_errors=True)  # a run stopped before its first checkpoint
     say("electra pretrain --preset tiny")
-    pretrain(cfg, out=run, resume=resume)  # settings resolved as `electra pretrain` does
+    pretrain(cfg, run, resume=resume)  # settings resolved as `electra pretrain` does
     if not (run / "discriminator").is_dir():
         raise Interrupted(f"the demo stopped: run `electra demo --out {out}` again to continue it")
     _report(out, run)

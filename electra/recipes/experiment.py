@@ -24,8 +24,8 @@ OUT's own lock (`claim_output`), one at a time. A folder that holds another expe
 no experiment, is refused.
 
 An arm's and --pretrain-set's `section.field=value` are shorthand for the `--section.field VALUE`
-flags of `electra pretrain`, and the arm's run settings are resolved as that command resolves
-them (`electra.settings.resolve_run_settings`). An arm's `preset=NAME` starts it from another
+flags of `electra pretrain`, and the arm's run is resolved as that command resolves it
+(`electra.pretraining.resolve.resolve_run`), from the data folder the experiment opens once. An arm's `preset=NAME` starts it from another
 preset than --preset's, so that arms cross architecture and objective (`rtd:preset=modern-tiny`,
 `bert:preset=tiny,objective.name=mlm`; docs/objectives.md §electra experiment).
 """
@@ -44,16 +44,16 @@ from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data.store import PretrainingData
 from electra.engine.tracking import read_metrics
-from electra.engine.train import fit_config_to_data, pretrain
 from electra.errors import ElectraError
 from electra.folders.checkpoint import checkpoint_dirs
+from electra.folders.model_folder import ROLES, is_model_dir
 from electra.hf.export import export_hf
-from electra.hf.pretrained import ROLES, is_model_dir
 from electra.locks import RunLock, claim_output
 from electra.model.configs import AnyModelConfig, other_family, with_arch
 from electra.objectives import OBJECTIVES, check_objective
 from electra.objectives.flops import logged_convention, train_flops
-from electra.settings import resolve_run_settings
+from electra.pretraining.resolve import resolve_run
+from electra.pretraining.train import pretrain
 from electra.tasks.glue import GLUE
 
 # The loss each family of objectives teaches its encoder, for the loss-curve plot.
@@ -109,10 +109,10 @@ class Plan:
 
 
 def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunConfig:
-    """The arm's run config at `steps`, with the settings it leaves unset filled as `electra
-    pretrain` fills them (`electra.settings.resolve_run_settings`: a two_stage arm switches at
-    half the steps, an adversarial one warms up for a tenth), and fitted to the data as the
-    trainer fits it, so that its FLOPs are the ones the run logs. A setting this arm's family
+    """The arm's run config at `steps`, resolved as `electra pretrain` resolves a new run
+    (`electra.pretraining.resolve.resolve_run`: the settings it leaves unset filled, a two_stage arm
+    switching at half the steps, an adversarial one warming up for a tenth; fitted to the data),
+    so that its FLOPs are the ones the run logs. A setting this arm's family
     lacks, or that does not fit its objective, is one line naming the arm."""
     own = {k: v for k, v in arm.overrides.items() if k != "preset"}
     values = {**plan.pretrain_set, **own, "data.path": plan.data, "train.steps": steps}
@@ -122,8 +122,7 @@ def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunCo
             plan, arm, with_arch(base.model, values.get("model.arch", base.model.arch))
         )
         cfg = apply_overrides(base, values, source=f"arm {arm.label}")
-        cfg = resolve_run_settings(cfg, given=values, note=None)
-        return fit_config_to_data(cfg, data, keep_vocab=False)
+        return resolve_run(cfg, given=values, data=data, note=None).cfg
     except ElectraError as e:
         raise naming(arm, e) from None
 
@@ -220,9 +219,9 @@ def check_task(plan: Plan, task: str) -> None:
     """A GLUE task's folder exists; a task on the user's files reads them (train and dev) now,
     so that a bad file stops the experiment before any pretraining, not after it."""
     if task in plan.task_data:
-        from electra.finetuning.config import FinetuneConfig
         from electra.finetuning.results import read_split, read_train
         from electra.tasks import get_task
+        from electra.tasks.finetune_config import FinetuneConfig
 
         cfg = FinetuneConfig.from_values(plan.finetune_set, source="--finetune-set")
         own = get_task(task, cfg)
@@ -273,7 +272,7 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
             info = resolved["arms"][arm.label]
             cfg = arm_config(plan, arm, info["steps"], data)
             for point in map(int, info["points"]):
-                models = pretrain_to(arm, cfg, point, arm_dir, counted_in(resolved))
+                models = pretrain_to(arm, cfg, point, arm_dir, counted_in(resolved), data)
                 encoder = encoder_folder(cfg, models, point)
                 for task in plan.tasks:
                     finetune_point(plan, encoder, task)
@@ -310,10 +309,13 @@ def counted_in(resolved: dict[str, Any]) -> str:
     return resolved.get("convention", "official")
 
 
-def pretrain_to(arm: Arm, cfg: RunConfig, point: int, arm_dir: Path, counted: str) -> Path:
-    """Trains the arm's run (`cfg`, its full schedule) up to step `point` (resuming it) and
-    returns the folder of that checkpoint's networks as model folders. The run prints and logs
-    its FLOPs in the budget's convention `counted`, as the table and the plots count them."""
+def pretrain_to(
+    arm: Arm, cfg: RunConfig, point: int, arm_dir: Path, counted: str, data: PretrainingData
+) -> Path:
+    """Trains the arm's run (`cfg`, its full schedule) up to step `point` (resuming it) on the
+    experiment's `data` and returns the folder of that checkpoint's networks as model folders.
+    The run prints and logs its FLOPs in the budget's convention `counted`, as the table and the
+    plots count them."""
     models = arm_dir / f"step_{point}"
     if (models / "experiment-point.json").is_file():
         return models
@@ -324,7 +326,7 @@ def pretrain_to(arm: Arm, cfg: RunConfig, point: int, arm_dir: Path, counted: st
     if point not in done:
         start = time.perf_counter()
         stopping = replace(cfg, train=replace(cfg.train, stop_after=point))
-        pretrain(stopping, run, resume=bool(done), convention=counted)
+        pretrain(stopping, run, resume=bool(done), convention=counted, data=data)
         print(
             f"experiment: {arm.label} pretrained to step {point}/{cfg.train.steps}, "
             f"{train_flops(cfg, counted, steps=point):.3g} training FLOPs ({counted} convention; "
@@ -347,8 +349,8 @@ def encoder_folder(cfg: RunConfig, models: Path, step: int) -> Path:
 
 
 def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
-    from electra.finetuning.config import FinetuneConfig
     from electra.finetuning.run import finetune
+    from electra.tasks.finetune_config import FinetuneConfig
 
     out = encoder.parent / "finetune" / task
     summary = out / "summary.json"

@@ -10,18 +10,20 @@ from tokenizers import decoders
 
 from electra.engine.runtime import prepare_model
 from electra.errors import ElectraError
-from electra.hf.pretrained import load_pretrained, trained_objective, with_article
+from electra.folders.model_folder import load_pretrained, trained_objective, with_article
 from electra.model.family import families
 
-# Every family's discriminator class: one replaced-token logit per token.
-DISCRIMINATORS = tuple(f.pretraining for f in families().values())
+
+def discriminators() -> tuple[type, ...]:
+    """Every registered family's discriminator class: one replaced-token logit per token."""
+    return tuple(f.pretraining for f in families().values())
 
 
 def load_discriminator(model_path: str | Path, command: str):
     """The discriminator in `model_path` (of any family: a modern one's folder is HF's two-label
     token classifier, read back as one logit) and its tokenizer, or an error naming `command`."""
     model, tokenizer = load_pretrained(model_path)
-    if not isinstance(model, DISCRIMINATORS):
+    if not isinstance(model, discriminators()):
         raise ElectraError(
             f"{model_path} is {with_article(type(model).__name__)}: {command} needs a "
             "discriminator (a run folder or its discriminator/ folder)"

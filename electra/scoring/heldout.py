@@ -21,7 +21,7 @@ from electra.config import RunConfig
 from electra.data.store import PretrainingData
 from electra.engine.runtime import prepare_model
 from electra.errors import ElectraError
-from electra.hf.pretrained import load_pretrained
+from electra.folders.model_folder import load_pretrained
 from electra.objectives.base import Objective
 
 

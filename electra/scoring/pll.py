@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from electra.errors import ElectraError
-from electra.hf.pretrained import trained_objective
+from electra.folders.model_folder import trained_objective
 from electra.scoring.detect import check_texts, load_discriminator, token_logits
 
 

@@ -14,8 +14,8 @@ from electra.errors import ElectraError
 from electra.tasks.settings import ClassificationSettings, QaSettings, TaggingSettings
 
 if TYPE_CHECKING:
-    from electra.finetuning.config import FinetuneConfig
     from electra.tasks.base import Task
+    from electra.tasks.finetune_config import FinetuneConfig
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
 BENCHMARKS = ("squad1", "squad2", "conll2003")

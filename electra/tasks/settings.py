@@ -3,7 +3,7 @@ column of a tagger, the windows and head of question answering (docs/finetuning.
 
 `FinetuneConfig` holds one of each (`classification`, `tagging`, `qa`); a task is built from its
 family's (`electra.tasks.get_task`). On the command line and in an old `finetune.json` they are
-flat (`--text-columns`, `"qa_head"`): `electra.finetuning.config.FinetuneConfig.from_values`
+flat (`--text-columns`, `"qa_head"`): `electra.tasks.finetune_config.FinetuneConfig.from_values`
 routes each name to its family. Light on purpose: building the command line's flags imports it.
 """
 

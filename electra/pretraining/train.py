@@ -16,8 +16,8 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +26,14 @@ import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.tensor import DTensor
 
-from electra.config import RunConfig, with_architecture_of
+from electra.config import RunConfig
 from electra.data.store import BatchStream, PretrainingData
-from electra.data.tokenizer import fingerprint, load_tokenizer
+from electra.data.tokenizer import load_tokenizer
 from electra.engine.distributed import (
     World,
     any_rank,
     close_process_group,
     init_process_group,
-    restarted_by_torchrun,
     world_from_env,
     wrap,
 )
@@ -50,26 +49,14 @@ from electra.engine.step import Window
 from electra.engine.tracking import RunLogger
 from electra.errors import ElectraError
 from electra.folders.checkpoint import load_checkpoint, save_checkpoint
-from electra.folders.run_folder import (
-    check_new_folder,
-    drop_metrics_after,
-    resume_point,
-    take_folder,
-)
-from electra.hf.pretrained import (
-    load_pair_weights,
-    pair_configs,
-    pair_tokenizer_dir,
-    save_pretrained,
-)
+from electra.folders.model_folder import load_pair_weights, save_pretrained
+from electra.folders.run_folder import drop_metrics_after, take_folder
 from electra.locks import RunLock
-from electra.model.family import encoder_of, families, family_of
+from electra.model.family import encoder_of, families
 from electra.model.layers import count_parameters, format_count
 from electra.objectives import Objective, build_objective, check_objective
 from electra.objectives.flops import logged_convention, train_flops
-
-# The layers FSDP shards one by one (`electra.engine.distributed.wrap`), of every family.
-WRAPPED_LAYERS = tuple(f.layer for f in families().values())
+from electra.pretraining.resolve import ResolvedRun, resolve_run
 
 # What each FLOP convention is called where a run says which it counts in.
 CONVENTIONS = {
@@ -79,63 +66,10 @@ CONVENTIONS = {
 }
 
 
-def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
-    """A new model takes its vocabulary size and padding id from the tokenizer; a model that
-    already has weights (resumed, or continued from a pair) keeps its size, and the data must fit."""
-    if cfg.model.max_position_embeddings < data.seq_len:
-        raise ElectraError(
-            f"model.max_position_embeddings={cfg.model.max_position_embeddings} is shorter than the "
-            f"data's seq len {data.seq_len}: raise it or prepare shorter sequences"
-        )
-    if keep_vocab and data.vocab_size > cfg.model.vocab_size:
-        raise ElectraError(
-            f"the data in {cfg.data.path} uses {data.vocab_size} token ids but the model has "
-            f"{cfg.model.vocab_size}: prepare the data with the model's tokenizer"
-        )
-    vocab = cfg.model.vocab_size if keep_vocab else data.vocab_size
-    model = replace(cfg.model, vocab_size=vocab, pad_token_id=data.special.pad)
-    data_cfg = replace(cfg.data, seq_len=data.seq_len, document_mask=document_mask(cfg))
-    return replace(cfg, model=model, data=data_cfg)
-
-
-def document_mask(cfg: RunConfig) -> bool:
-    """`data.document_mask` resolved: unset is the family's `document_mask`."""
-    family = family_of(cfg.model)
-    if cfg.data.document_mask and not family.document_mask:
-        masking = [f.name for f in families().values() if f.document_mask]
-        raise ElectraError(
-            f"data.document_mask=true needs model.arch {' or '.join(masking)}: the "
-            f"{cfg.model.arch} family's encoder attends across a row's documents; leave the "
-            "setting unset or false"
-        )
-    return family.document_mask if cfg.data.document_mask is None else cfg.data.document_mask
-
-
-def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
-    """Continued pretraining: the pair's configs replace the preset's architecture, and the data
-    must have been prepared with the pair's tokenizer. `train.init_from` may also be a Hugging
-    Face ModernBertForMaskedLM folder: its encoder becomes the discriminator (with a fresh RTD
-    head) and its lower layers and MLM head the generator, at its width and sharing its token
-    table (`electra.hf.pretrained.continuation_generator` says why; the depth is a third, or
-    `objective.generator_num_hidden_layers`)."""
-    source = cfg.train.init_from
-    disc, gen = pair_configs(source, cfg.objective.generator_num_hidden_layers)
-    tokenizer_dir = pair_tokenizer_dir(source)
-    if fingerprint(load_tokenizer(tokenizer_dir)) != data.meta["tokenizer_fingerprint"]:
-        raise ElectraError(
-            f"the data in {cfg.data.path} was not prepared with the tokenizer of {source}: run "
-            f"`electra prepare ... --tokenizer {tokenizer_dir}`"
-        )
-    objective = replace(
-        cfg.objective,
-        name="electra",
-        sharing="embeddings",
-        generator_hidden_size=gen.hidden_size,
-        generator_num_hidden_layers=gen.num_hidden_layers,
-        generator_num_attention_heads=gen.num_attention_heads,
-        generator_intermediate_size=gen.intermediate_size,
-    )
-    return replace(cfg, model=disc, objective=objective)
+def wrapped_layers() -> tuple[type[torch.nn.Module], ...]:
+    """The layers FSDP shards one by one (`electra.engine.distributed.wrap`), of every family
+    registered by now."""
+    return tuple(f.layer for f in families().values())
 
 
 def describe(objective: Objective) -> str:
@@ -218,6 +152,9 @@ def pretrain(
     resume: bool = False,
     convention: str | None = None,
     overwrite: bool = False,
+    *,
+    given: Collection[str] | None = None,
+    data: PretrainingData | None = None,
 ) -> Path:
     """Trains, checkpoints and, when the schedule is done, writes RUN/discriminator and RUN/generator.
 
@@ -226,77 +163,51 @@ def pretrain(
     failure resumes from the run's last complete checkpoint. `convention` is the FLOP convention
     the run prints and logs `train_flops` in (default: its own, `logged_convention`); `electra
     experiment` gives its budget's, so that every arm counts on one scale. `overwrite` starts
-    a new run over an earlier one in `run_dir`."""
+    a new run over an earlier one in `run_dir`. The run is resolved first
+    (`electra.pretraining.resolve.resolve_run`: a new run's unset settings filled, `given` being the
+    section.field keys the caller set; its data folder opened once, or `data` where the caller
+    has it open)."""
     run_dir = Path(run_dir)
     world = world_from_env()
     runtime = Runtime.from_config(cfg.train, place=functools.partial(init_process_group, world))
     try:
         with contextlib.ExitStack() as cleanup:
-            if restarted_by_torchrun():  # with the same flags: it continues, never starts over
-                resume, overwrite = True, False
-            return _pretrain(cfg, run_dir, resume, world, runtime, cleanup, convention, overwrite)
+            lock = RunLock(run_dir)
+
+            def hold(resuming: bool) -> None:  # held before the folder is read (take_folder)
+                if world.is_main and resuming and run_dir.is_dir():
+                    take_folder(lock, cleanup)
+                if resuming and world.distributed:  # the others read it once rank 0 has
+                    any_rank(False, runtime.device)  # put it in order
+
+            resolved = resolve_run(
+                cfg, run_dir, given=given, resume=resume, overwrite=overwrite, data=data, hold=hold
+            )
+            return _pretrain(resolved, run_dir, world, runtime, lock, cleanup, convention)
     finally:
         close_process_group()
 
 
 def _pretrain(
-    cfg: RunConfig,
+    resolved: ResolvedRun,
     run_dir: Path,
-    resume: bool,
     world: World,
     runtime: Runtime,
+    lock: RunLock,
     cleanup: contextlib.ExitStack,
     convention: str | None = None,
-    overwrite: bool = False,
 ) -> Path:
-    """Resolve the config, build, fit, finish: each input is checked before the folder is written."""
-    if not cfg.data.path:
-        raise ElectraError(
-            "no data folder: pass --data DIR (a folder written by `electra prepare`)"
-        )
-    data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
-    lock = RunLock(run_dir)
-    if world.is_main and resume and run_dir.is_dir():  # held before it is read (take_folder)
-        take_folder(lock, cleanup)
-    if resume and world.distributed:  # the others read it once rank 0 has put it in order
-        any_rank(False, runtime.device)
-    cfg, latest, init_from_pair = resolve_run(cfg, run_dir, resume, data, overwrite)
-    run = build(cfg, run_dir, data, latest, init_from_pair, world, runtime)
+    """Build, fit, finish the resolved run: each input is checked before the folder is written."""
+    cfg, latest = resolved.cfg, resolved.latest
+    run = build(cfg, run_dir, resolved.data, latest, resolved.init_from_pair, world, runtime)
     run.convention = convention or run.convention
     if world.is_main:
         # Every input checked: from here on this run writes the folder, and only this run.
-        take_folder(lock, cleanup, overwrite)
+        take_folder(lock, cleanup, resolved.overwrite)
         open_run_dir(run, fresh=latest is None)
     failure = fit(run)
     finish(run, failure)
     return run_dir
-
-
-def resolve_run(
-    cfg: RunConfig, run_dir: Path, resume: bool, data: PretrainingData, overwrite: bool = False
-) -> tuple[RunConfig, Path | None, bool]:
-    """The config this run trains with, the checkpoint it resumes from (None: it starts afresh) and
-    whether it starts from a pretrained pair (`train.init_from`). It writes nothing: a resumed run
-    keeps its saved settings but those that may change (`electra.folders.run_folder`), a new run
-    needs a free folder (or `overwrite`), the data must be of the run's tokenizer; and it fits
-    the config to the data (a resumed run takes its checkpoint's architecture, a pair's run the
-    pair's)."""
-    latest = None
-    if resume and overwrite:
-        raise ElectraError(
-            "--resume continues a run and --overwrite starts it again: choose one of them"
-        )
-    if resume:
-        cfg, latest = resume_point(cfg, run_dir, data)
-    else:
-        check_new_folder(run_dir, overwrite, cfg)
-    if latest is not None:
-        cfg = with_architecture_of(cfg, RunConfig.load(latest / "config.json"))
-    init_from_pair = bool(cfg.train.init_from) and latest is None
-    if init_from_pair:
-        cfg = configure_from_pair(cfg, data)
-    cfg = fit_config_to_data(cfg, data, keep_vocab=latest is not None or init_from_pair)
-    return cfg, latest, init_from_pair
 
 
 @dataclass
@@ -348,7 +259,8 @@ def build(
         )
         if world.is_main:
             print(started, file=sys.stderr)
-    layers = [m for m in objective.modules() if isinstance(m, WRAPPED_LAYERS)]
+    shard_by = wrapped_layers()
+    layers = [m for m in objective.modules() if isinstance(m, shard_by)]
     model = wrap(
         objective, world, cfg.train.parallel, layers
     )  # step 1 of electra.engine.runtime's order

@@ -1,5 +1,9 @@
 """The fine-tuning recipe's settings (docs/specification.md §Fine-tuning: the paper's Table 7) and
-the defaults that depend on the task and the model's size."""
+the defaults that depend on the task and the model's size.
+
+It sits with the tasks, below fine-tuning, because what stands between them reads it too: the
+fine-tuned folder keeps it in `finetune.json` (`electra.folders.finetuned`) and a Hugging Face
+task folder is read into one (`electra.hf.from_transformers`)."""
 
 from __future__ import annotations
 

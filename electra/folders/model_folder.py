@@ -1,14 +1,16 @@
-"""Model folders: `config.json` (a Hugging Face `ElectraConfig` or `ModernBertConfig`), weights,
-tokenizer files.
+"""Model folders: `config.json` (a Hugging Face config of the model's family, `ElectraConfig`,
+`ModernBertConfig`, ...), weights, tokenizer files.
 
 This is what pretraining leaves behind for `detect`, fine-tuning and export, and what they load.
-Because module names follow `transformers`, our folders are Hugging Face ELECTRA or ModernBERT
-folders, and Hugging Face folders (safetensors or `pytorch_model.bin`) load here. The modern
-family's discriminator, which HF has no class for, is written as the two-label
-`ModernBertForTokenClassification` that `AutoModelForTokenClassification` loads as it is
-(`electra.model.hf_names.RTD_LABELS`: classifier rows [0; w], so HF's softmax is our sigmoid) and
-read back as row 1 minus row 0. A folder is written beside its destination and renamed into
-place, so it is complete or absent.
+Because module names follow `transformers`, our folders are Hugging Face folders of the family's
+`model_type` (`electra.model.hf_names`), and Hugging Face folders (safetensors or
+`pytorch_model.bin`) load here. A discriminator that HF has no class for (the modern family's) is
+written as the two-label token classifier (`HFNames.discriminator_as`) that
+`AutoModelForTokenClassification` loads as it is (`electra.model.hf_names.RTD_LABELS`: classifier
+rows [0; w], so HF's softmax is our sigmoid) and read back as row 1 minus row 0. A family without
+HF names writes folders under its own names (`folder_names`), which electra reads and
+`transformers` does not. A folder is written beside its destination and renamed into place, so it
+is complete or absent.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
@@ -36,18 +38,31 @@ from electra.data.tokenizer import (
     special_ids,
 )
 from electra.errors import ElectraError
-from electra.hf.hf_configs import model_config_from_hf
-from electra.hf.saved_with import check_config, check_tokenizer, saved_with
+from electra.folders.saved_with import check_config, check_tokenizer, saved_with
 from electra.model.configs import AnyModelConfig
-from electra.model.family import family as model_family
-from electra.model.hf_names import RTD_LABELS, HFNames, hf_families, hf_of
+from electra.model.family import Family, families, family_of
+from electra.model.hf_names import (
+    RTD_LABELS,
+    HFNames,
+    default_model_type,
+    folder_families,
+    folder_names,
+    model_config_from_hf,
+    names_of,
+)
 
-# The pretraining networks by the class name `read_model_config` gives their folders (our class
-# names, which are HF's where HF has the class), over every family.
-ARCHITECTURES: dict[str, type[nn.Module]] = {}
-for _f in hf_families().values():
-    ARCHITECTURES[_f.discriminator] = model_family(_f.model_type).pretraining
-    ARCHITECTURES[_f.generator] = model_family(_f.model_type).masked_lm
+
+def architectures() -> dict[str, type[nn.Module]]:
+    """The pretraining networks by the class name `read_model_config` gives their folders (our
+    class names, which are HF's where HF has the class), over every family registered now."""
+    found: dict[str, type[nn.Module]] = {}
+    for family in families().values():
+        names = folder_names(family)
+        found[names.discriminator] = family.pretraining
+        found[names.generator] = family.masked_lm
+    return found
+
+
 ROLES = ("discriminator", "mlm", "generator")  # sub-folders of a run, in order of preference
 
 
@@ -64,7 +79,7 @@ def save_pretrained(
     # Tied tensors (the generator's output layer and its word table) are stored under both names,
     # as separate copies, so the file loads into any implementation without tie logic.
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    family, name, extra = hf_of(model.config), type(model).__name__, {}
+    family, name, extra = names_of(model.config), type(model).__name__, {}
     if name == family.discriminator and family.discriminator_as:
         name, extra = family.discriminator_as, rtd_label_config()
         state.update(two_label_classifier(state["classifier.weight"], state["classifier.bias"]))
@@ -102,11 +117,11 @@ def write_model_files(
     names its special tokens by their own spellings (`special`, else `special_ids`) and truncates
     where the model stops reading (`HFNames.tokenizer_max_length`)."""
     write_json_atomic(folder / "config.json", config)
-    # What the weights were saved with (`electra.hf.saved_with`), checked when they load.
+    # What the weights were saved with (`electra.folders.saved_with`), checked when they load.
     metadata = {"format": "pt", **saved_with(config, tokenizer)}
     with writing(folder / "model.safetensors"):  # a full disk is an OSError naming the file
         save_file(state, folder / "model.safetensors", metadata=metadata)
-    family = hf_families()[config["model_type"]]
+    family = folder_families()[config["model_type"]]
     save_tokenizer(
         tokenizer,
         folder,
@@ -139,11 +154,14 @@ def resolve_model_dir(path: str | Path) -> Path:
 
 
 def read_model_config(
-    path: Path, allowed: Iterable[str] | None = ARCHITECTURES
+    path: Path, allowed: Iterable[str] | Callable[[], Iterable[str]] | None = architectures
 ) -> tuple[str, AnyModelConfig]:
-    """The class a model folder's config.json names (a modern discriminator's as our
-    `ModernBertForPreTraining`: `folder_class`) and the model config of its family; a class not
-    in `allowed` (None: any) is refused naming the allowed ones as config.json names them."""
+    """The class a model folder's config.json names (a discriminator written as a two-label
+    classifier as our pretraining class: `folder_class`) and the model config of its family; a
+    class not in `allowed` (a function giving them: asked now; None: any) is refused naming the
+    allowed ones as config.json names them."""
+    if callable(allowed):
+        allowed = allowed()
     file = path / "config.json"
     try:
         raw = json.loads(file.read_text())
@@ -151,13 +169,15 @@ def read_model_config(
         raise ElectraError(f"cannot read {file}: {e}") from None
     if not isinstance(raw, dict):
         raise ElectraError(f"{file} is not a JSON object")
-    model_type = raw.get("model_type", "electra")
-    if model_type not in hf_families():
+    model_type = raw.get("model_type", default_model_type())
+    known = folder_families()
+    if model_type not in known:
+        titles = " nor ".join(f"{with_article(f.title)} one" for f in families().values())
         raise ElectraError(
-            f"{file} is a {model_type!r} model, not an ELECTRA one nor a ModernBERT one: pass a "
-            f"model folder of model_type {' or '.join(hf_families())}"
+            f"{file} is a {model_type!r} model, not {titles}: pass a "
+            f"model folder of model_type {' or '.join(known)}"
         )
-    family = hf_families()[model_type]
+    family = known[model_type]
     arch = folder_class(raw, family)
     if allowed is not None and arch not in allowed:
         raise ElectraError(
@@ -170,7 +190,7 @@ def read_model_config(
 def written_class(arch: str) -> str:
     """`arch` (a class `read_model_config` gives) as a folder's config.json names it: our modern
     discriminator, a class `transformers` lacks, is its two-label token classifier."""
-    for family in hf_families().values():
+    for family in folder_families().values():
         if family.discriminator_as and arch == family.discriminator:
             return f"{family.discriminator_as} with labels {'/'.join(RTD_LABELS)}"
     return arch
@@ -189,10 +209,6 @@ def folder_class(raw: dict, family: HFNames) -> str:
     if family.discriminator_as and arch == family.discriminator_as and labels == RTD_LABELS:
         return family.discriminator
     return arch
-
-
-# Buffers that older `transformers` versions saved with the weights; they carry no learned state.
-_HF_BUFFERS = ("electra.embeddings.position_ids", "electra.embeddings.token_type_ids")
 
 
 def weights_file(path: Path) -> Path:
@@ -267,9 +283,10 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
     """Adapts a Hugging Face state dict to our module: drops saved buffers, restores a masked
     LM's tied output weight, which `transformers` leaves out of the file, and reads a modern
     discriminator's two-label classifier as one logit (row 1 minus row 0)."""
-    state = {k: v for k, v in state.items() if k not in _HF_BUFFERS}
-    name, family = type(model).__name__, hf_of(model.config)
-    if name == family.generator:
+    name, family = type(model).__name__, names_of(model.config)
+    # Buffers that older `transformers` versions saved with the weights: no learned state.
+    state = {k: v for k, v in state.items() if k not in family.dropped_keys}
+    if name == family.generator and family.tied:
         out, table_name = family.tied
         table = state.get(table_name)
         head = state.setdefault(out, table)
@@ -278,7 +295,7 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
                 f"{source}: {out} differs from the token embeddings; an untied output layer is "
                 "not supported (electra ties it to the embedding table)"
             )
-    rtd = [f.discriminator for f in hf_families().values() if f.discriminator_as]
+    rtd = [f.discriminator for f in folder_families().values() if f.discriminator_as]
     weight = state.get("classifier.weight")
     if name in rtd and weight is not None and weight.shape[0] == len(RTD_LABELS):
         bias = state["classifier.bias"]
@@ -345,7 +362,7 @@ def load_pretrained(
     path = resolve_model_dir(path)
     arch, cfg = read_model_config(path)
     tokenizer = model_tokenizer(path, cfg)
-    model = ARCHITECTURES[arch](cfg)
+    model = architectures()[arch](cfg)
     load_strict(model, fit_state_dict(read_state_dict(path), model, path), path)
     return model.to(device).eval(), tokenizer
 
@@ -364,30 +381,47 @@ def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
     return tokenizer
 
 
-# --- continued pretraining: a discriminator + generator pair, or a modern MLM folder ------------
+# --- continued pretraining: a discriminator + generator pair, or an MLM folder -------------------
+# A family whose discriminator HF has no class for (`HFNames.discriminator_as`) continues RTD from
+# its masked LM's folder, what the hub holds of it; another, from a pair of HF folders.
+
+
+def _mlm_families() -> list[tuple[Family, HFNames]]:
+    return [(f, f.hf) for f in families().values() if f.hf and f.hf.discriminator_as]
+
+
+def _mlm_classes() -> str:
+    """The masked-LM classes whose folders RTD continues from, as messages name them."""
+    return " or ".join(names.generator for _, names in _mlm_families())
 
 
 def pair_dirs(path: str | Path) -> tuple[Path, Path]:
     path = Path(path)
     disc, gen = path / "discriminator", path / "generator"
     if not (is_model_dir(disc) and is_model_dir(gen)) and is_model_dir(path / "mlm"):
+        runs = " or ".join(
+            f"{with_article(names.run_adjective)} (model.arch={f.name})"
+            for f, names in _mlm_families()
+        )
         raise ElectraError(
-            f"{path} is a run of the mlm objective, not a discriminator/generator pair: a modern "
-            f"(model.arch=modernbert) one continues with RTD from its model folder, --init-from "
-            f"{path / 'mlm'}"
+            f"{path} is a run of the mlm objective, not a discriminator/generator pair: {runs} "
+            f"one continues with RTD from its model folder, --init-from {path / 'mlm'}"
         )
     if not (is_model_dir(disc) and is_model_dir(gen)):
+        pairs = " or ".join(
+            f.title for f in families().values() if f.hf and not f.hf.discriminator_as
+        )
         raise ElectraError(
             f"{path} must hold discriminator/ and generator/ model folders (as `electra export` "
-            "writes them, or two Hugging Face ELECTRA folders placed so), or be a Hugging Face "
-            "ModernBertForMaskedLM folder"
+            f"writes them, or two Hugging Face {pairs} folders placed so), or be a Hugging Face "
+            f"{_mlm_classes()} folder"
         )
     return disc, gen
 
 
 def mlm_source(path: str | Path) -> AnyModelConfig | None:
-    """The config of a modern masked-LM folder (`ModernBertForMaskedLM`, as `transformers` or our
-    export writes it) that continued pretraining starts from; None for any other path. A run's
+    """The config of a masked-LM folder (`_mlm_families`', as `transformers` or our export writes
+    it) that continued pretraining starts from; None for any other path. A run's
     `discriminator/` or `generator/` given alone is refused, naming the pair folder to give instead
     (one of a pair would otherwise start both networks)."""
     path = Path(path)
@@ -399,15 +433,15 @@ def mlm_source(path: str | Path) -> AnyModelConfig | None:
     ):  # a generator continued alone would be a discriminator of the generator's size
         raise ElectraError(
             f"{path} is the {path.name} of the pair in {pair}: --init-from {pair} continues the "
-            "pair (an MLM folder to continue with RTD is a ModernBertForMaskedLM folder)"
+            f"pair (an MLM folder to continue with RTD is a {_mlm_classes()} folder)"
         )
     arch, cfg = read_model_config(path, None)  # refused below naming only what is taken
-    family = hf_of(cfg)
+    family = names_of(cfg)
     if arch != family.generator or not family.discriminator_as:
         raise ElectraError(
             f"{path} holds {with_article(written_class(arch))}: --init-from takes a folder with "
             "discriminator/ and generator/ (a run or `electra export`), or a Hugging Face "
-            "ModernBertForMaskedLM folder"
+            f"{_mlm_classes()} folder"
         )
     return cfg
 
@@ -420,8 +454,8 @@ def pair_tokenizer_dir(path: str | Path) -> Path:
 def pair_configs(
     path: str | Path, generator_layers: int | None = None
 ) -> tuple[AnyModelConfig, AnyModelConfig]:
-    """The discriminator's and generator's configs, checked to fit together. From a modern MLM
-    folder (`mlm_source`): its config, and the generator `continuation_generator` makes of it."""
+    """The discriminator's and generator's configs, checked to fit together. From an MLM folder
+    (`mlm_source`): its config, and the generator `continuation_generator` makes of it."""
     if (cfg := mlm_source(path)) is not None:
         model_tokenizer(Path(path), cfg)  # the tokenizer its weights were trained with
         return cfg, continuation_generator(cfg, generator_layers, path)
@@ -429,14 +463,14 @@ def pair_configs(
     (d_arch, d), (g_arch, g) = read_model_config(disc_dir), read_model_config(gen_dir)
     for folder, cfg in ((disc_dir, d), (gen_dir, g)):  # the tokenizers their weights had
         model_tokenizer(folder, cfg)
-    family = hf_of(d)
+    family = names_of(d)
     if (d_arch, g_arch) != (family.discriminator, family.generator):
         raise ElectraError(
             f"{path}: expected {with_article(written_class(family.discriminator))} "
             f"discriminator and {with_article(family.generator)} generator, found "
             f"{written_class(d_arch)} and {written_class(g_arch)}"
         )
-    for name in model_family(d.arch).shared_fields:
+    for name in family_of(d).shared_fields:
         if getattr(d, name) != getattr(g, name):
             raise ElectraError(
                 f"{path}: the discriminator has {name}={getattr(d, name)} but the generator "
@@ -499,7 +533,7 @@ def load_shared_generator(generator: nn.Module, state: dict, source: Path) -> No
     copies of them and its tied output weight are left out of `state`."""
     prefix = generator.base_model_prefix
     shared = {k for k in generator.state_dict() if k.startswith(f"{prefix}.embeddings.")}
-    shared.add(hf_of(generator.config).tied[0])
+    shared.update(names_of(generator.config).tied[:1])
     state = {k: v for k, v in state.items() if k not in shared}
     check_fits(generator, state, source, skip=shared)
     generator.load_state_dict(state, strict=False)
@@ -512,7 +546,7 @@ def load_mlm_continuation(discriminator: nn.Module, generator: nn.Module, path: 
     theta: the pattern counts from the first layer). Returns `load_pair_weights`' line."""
     arch, cfg = read_model_config(path)
     with torch.device("meta"):  # the names and shapes the file must have
-        mlm = ARCHITECTURES[hf_of(cfg).generator](cfg)
+        mlm = architectures()[names_of(cfg).generator](cfg)
     state = fit_state_dict(read_state_dict(path), mlm, path)
     check_fits(mlm, state, path)
     prefix = mlm.base_model_prefix

@@ -2,7 +2,7 @@
 tokenizer's fingerprint (`electra.data.tokenizer.fingerprint`, as a data folder keeps it) and the
 `config.json` fields that set what the network computes.
 
-Both go in the metadata of the `model.safetensors` that `electra.hf.pretrained.write_model_files`
+Both go in the metadata of the `model.safetensors` that `electra.folders.model_folder.write_model_files`
 writes (pretraining's model folders, fine-tuned ones, exports): a header `transformers` ignores, so
 an exported folder loads there as before. A folder whose tokenizer was swapped for another run's,
 or whose config.json was edited (`hidden_act`, a size, an epsilon), would otherwise load and compute
@@ -22,8 +22,8 @@ from safetensors import SafetensorError, safe_open
 
 from electra.data.tokenizer import fingerprint
 from electra.errors import ElectraError
-from electra.hf.hf_configs import model_config_from_hf
 from electra.model.configs import AnyModelConfig
+from electra.model.hf_names import model_config_from_hf
 
 TOKENIZER_KEY = "electra.tokenizer_fingerprint"
 CONFIG_KEY = "electra.computed_config"

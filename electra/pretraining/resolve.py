@@ -1,0 +1,267 @@
+"""A pretraining run resolved once, for every caller: `electra pretrain` and a Python caller of
+`electra.pretrain` (through `electra.pretraining.train.pretrain`) and each arm of `electra experiment`
+get the same run from the same settings, and a run opens its data folder once.
+
+A run config comes from a preset, then a config file, then `section.field` overrides
+(`run_config`; a resumed run from its folder's config.json and overrides, `resumed_config`).
+`resolve_run` then decides the rest, writing nothing:
+
+1. it opens the data folder (`electra.data.store.PretrainingData`: meta.json, the shards and the
+   tokenizer's fingerprint checked), once;
+2. a new run's settings that the caller left unset and that follow from others are filled, each
+   change said on stderr: the data folder's sequence length (a preset's is only a default: the
+   data was prepared at one length) and the settings the objective implies
+   (`electra.objectives.fill_objective_settings`: a two_stage run switches at half the steps, an
+   adversarial one warms up for a tenth). What the caller "left unset" is the keys they did not
+   set (`given`); from Python, without `given`, a setting is the caller's where it differs from
+   its preset's;
+3. given a run folder: a resumed run keeps its saved settings but those that may change
+   (`electra.folders.run_folder`), a new run needs a free folder (or `overwrite`), and the data
+   must be of the run's tokenizer;
+4. the config is fitted to the weights it starts from and to the data: a resumed run takes its
+   checkpoint's architecture, a run continued from a pretrained pair (`train.init_from`) the
+   pair's; a new model takes its vocabulary size and padding id from the tokenizer; an unset
+   `data.document_mask` is the family's.
+
+No torch here: the data folder, the objectives and the run folder are imported when a run is
+resolved.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from electra.config import RunConfig, apply_overrides, preset, presets, with_architecture_of
+from electra.errors import ElectraError
+from electra.overrides import flatten, read_config_file
+
+if TYPE_CHECKING:  # the data folder imports numpy and the tokenizers
+    from electra.data.store import PretrainingData
+
+DEFAULT_PRESET = "small"
+
+
+def _to_stderr(note: str) -> None:
+    print(note, file=sys.stderr)
+
+
+def run_config(
+    preset_name: str | None = None,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    source: str = "command line",
+) -> tuple[RunConfig, set[str]]:
+    """The config of a new run: the preset (`preset_name`, else the config file's `preset`, else
+    small), then the config file's values, then `overrides` ({"train.lr": "1e-4"}, typed by the
+    fields); and the section.field keys the file and the overrides set, for `resolve_run`."""
+    file_values = flatten(read_config_file(config_file)) if config_file else {}
+    name = preset_name or file_values.pop("preset", None) or DEFAULT_PRESET
+    file_values.pop("preset", None)
+    cfg = apply_overrides(preset(str(name)), file_values, source=str(config_file or "config"))
+    cfg = apply_overrides(cfg, dict(overrides or {}), source=source)
+    return cfg, {*file_values, *(overrides or {})}
+
+
+def resumed_config(
+    run_dir: str | Path, overrides: Mapping[str, Any] | None = None, source: str = "command line"
+) -> RunConfig:
+    """The config a run in `run_dir` was started with (its config.json holds what was filled in
+    then), with `overrides` on top (`--steps` to train further; `resolve_run` refuses those that
+    may not change on resume, `electra.folders.run_folder`). `train.stop_after` is an
+    invocation's, not the run's: unset unless given again."""
+    saved = Path(run_dir) / "config.json"
+    if not saved.is_file():
+        raise ElectraError(f"{run_dir} is not a run folder (no config.json): check the path")
+    cfg = RunConfig.load(saved)
+    cfg = replace(cfg, train=replace(cfg.train, stop_after=None))
+    return apply_overrides(cfg, dict(overrides or {}), source=source)
+
+
+def given_keys(cfg: RunConfig) -> set[str]:
+    """The section.field keys whose values differ from those of `cfg`'s preset: what a Python
+    caller set, where no one listed it."""
+    base = preset(cfg.preset) if cfg.preset in presets() else RunConfig()
+    mine, theirs = flatten(cfg.to_dict()), flatten(base.to_dict())
+    return {k for k, v in mine.items() if k != "preset" and theirs.get(k) != v}
+
+
+@dataclass
+class ResolvedRun:
+    """What `resolve_run` decided: the config the run trains with, its data folder (open), the
+    checkpoint it resumes from (None: it starts afresh), whether it starts from a pretrained
+    pair's weights (`train.init_from`), and whether it resumes or overwrites an earlier run (a
+    worker torchrun restarts resumes, whatever its flags say)."""
+
+    cfg: RunConfig
+    data: PretrainingData
+    latest: Path | None = None
+    init_from_pair: bool = False
+    resume: bool = False
+    overwrite: bool = False
+
+
+def resolve_run(
+    cfg: RunConfig,
+    run_dir: str | Path | None = None,
+    *,
+    given: Collection[str] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    data: PretrainingData | None = None,
+    note: Callable[[str], None] | None = _to_stderr,
+    hold: Callable[[bool], None] | None = None,
+) -> ResolvedRun:
+    """The run `cfg` asks for, resolved (the module's steps 1-4), writing nothing. `given` is the
+    section.field keys the caller set (default: those that differ from the preset's,
+    `given_keys`); a resumed run's (`resume`) are its saved ones and are not filled again. Each
+    filled setting is passed to `note` (default: a line on stderr; None: silent). `data` is the
+    run's data folder where the caller has it open already (an experiment, for all its arms).
+    Without `run_dir`, the run is a new one whose folder is not looked at (an experiment's arm
+    priced before it runs). `hold(resuming)` is called once the data is open and before the run
+    folder is read: the trainer takes the folder's lock there."""
+    if not resume:
+        given = given_keys(cfg) if given is None else set(given)
+        cfg, data = _fill_settings(cfg, given, data, note or (lambda _: None))
+    if not cfg.data.path:
+        raise ElectraError(
+            "no data folder: pass --data DIR (a folder written by `electra prepare`)"
+        )
+    if data is None:
+        from electra.data.store import PretrainingData
+
+        data = PretrainingData(cfg.data.path, seq_len=cfg.data.seq_len)
+    if run_dir is None:
+        return _fitted(ResolvedRun(cfg, data))
+    run = ResolvedRun(cfg, data, resume=resume, overwrite=overwrite)
+    return _fitted(_with_folder(run, Path(run_dir), hold))
+
+
+def _fill_settings(
+    cfg: RunConfig,
+    given: set[str],
+    data: PretrainingData | None,
+    say: Callable[[str], None],
+) -> tuple[RunConfig, PretrainingData | None]:
+    """A new run's unset settings (step 2): the data folder's sequence length, opening the folder
+    (a seq len the caller set must be the folder's), then the objective's implied settings."""
+    from electra.objectives import fill_objective_settings
+
+    if cfg.data.path and data is None:
+        from electra.data.store import PretrainingData
+
+        mine = cfg.data.seq_len if "data.seq_len" in given else None
+        data = PretrainingData(cfg.data.path, seq_len=mine)
+    if data is not None and "data.seq_len" not in given and data.seq_len != cfg.data.seq_len:
+        say(
+            f"using seq len {data.seq_len} from the data folder {cfg.data.path} "
+            f"(the {cfg.preset} preset's is {cfg.data.seq_len})"
+        )
+        cfg = replace(cfg, data=replace(cfg.data, seq_len=data.seq_len))
+    cfg, change = fill_objective_settings(cfg, given)
+    if change:
+        say(change)
+    return cfg, data
+
+
+def _with_folder(
+    run: ResolvedRun, run_dir: Path, hold: Callable[[bool], None] | None
+) -> ResolvedRun:
+    """Step 3: what the run does with its folder, and the architecture it resumes with."""
+    from electra.engine.distributed import restarted_by_torchrun
+    from electra.folders.run_folder import check_new_folder, resume_point
+
+    restarted = restarted_by_torchrun()
+    if restarted:  # with the same flags: it continues, never starts over
+        run.resume, run.overwrite = True, False
+    if hold is not None:
+        hold(run.resume)
+    if run.resume and run.overwrite:
+        raise ElectraError(
+            "--resume continues a run and --overwrite starts it again: choose one of them"
+        )
+    if run.resume:
+        run.cfg, run.latest = resume_point(run.cfg, run_dir, run.data, restarted)
+    else:
+        check_new_folder(run_dir, run.overwrite, run.cfg)
+    if run.latest is not None:
+        run.cfg = with_architecture_of(run.cfg, RunConfig.load(run.latest / "config.json"))
+    return run
+
+
+def _fitted(run: ResolvedRun) -> ResolvedRun:
+    """Step 4: a run that starts afresh from a pair takes the pair's architecture; then the config
+    is fitted to the data."""
+    run.init_from_pair = bool(run.cfg.train.init_from) and run.latest is None
+    if run.init_from_pair:
+        run.cfg = configure_from_pair(run.cfg, run.data)
+    keep_vocab = run.latest is not None or run.init_from_pair
+    run.cfg = fit_config_to_data(run.cfg, run.data, keep_vocab)
+    return run
+
+
+def fit_config_to_data(cfg: RunConfig, data: PretrainingData, keep_vocab: bool) -> RunConfig:
+    """A new model takes its vocabulary size and padding id from the tokenizer; a model that
+    already has weights (resumed, or continued from a pair) keeps its size, and the data must fit."""
+    if cfg.model.max_position_embeddings < data.seq_len:
+        raise ElectraError(
+            f"model.max_position_embeddings={cfg.model.max_position_embeddings} is shorter than the "
+            f"data's seq len {data.seq_len}: raise it or prepare shorter sequences"
+        )
+    if keep_vocab and data.vocab_size > cfg.model.vocab_size:
+        raise ElectraError(
+            f"the data in {cfg.data.path} uses {data.vocab_size} token ids but the model has "
+            f"{cfg.model.vocab_size}: prepare the data with the model's tokenizer"
+        )
+    vocab = cfg.model.vocab_size if keep_vocab else data.vocab_size
+    model = replace(cfg.model, vocab_size=vocab, pad_token_id=data.special.pad)
+    data_cfg = replace(cfg.data, seq_len=data.seq_len, document_mask=document_mask(cfg))
+    return replace(cfg, model=model, data=data_cfg)
+
+
+def document_mask(cfg: RunConfig) -> bool:
+    """`data.document_mask` resolved: unset is the family's `document_mask`."""
+    from electra.model.family import families, family_of
+
+    family = family_of(cfg.model)
+    if cfg.data.document_mask and not family.document_mask:
+        masking = [f.name for f in families().values() if f.document_mask]
+        raise ElectraError(
+            f"data.document_mask=true needs model.arch {' or '.join(masking)}: the "
+            f"{cfg.model.arch} family's encoder attends across a row's documents; leave the "
+            "setting unset or false"
+        )
+    return family.document_mask if cfg.data.document_mask is None else cfg.data.document_mask
+
+
+def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
+    """Continued pretraining: the pair's configs replace the preset's architecture, and the data
+    must have been prepared with the pair's tokenizer. `train.init_from` may also be a Hugging
+    Face masked-LM folder of a family that continues from one: its encoder becomes the
+    discriminator (with a fresh RTD head) and its lower layers and MLM head the generator, at its
+    width and sharing its token table (`electra.folders.model_folder.continuation_generator` says why;
+    the depth is a third, or `objective.generator_num_hidden_layers`)."""
+    from electra.data.tokenizer import fingerprint, load_tokenizer
+    from electra.folders.model_folder import pair_configs, pair_tokenizer_dir
+
+    source = cfg.train.init_from
+    disc, gen = pair_configs(source, cfg.objective.generator_num_hidden_layers)
+    tokenizer_dir = pair_tokenizer_dir(source)
+    if fingerprint(load_tokenizer(tokenizer_dir)) != data.meta["tokenizer_fingerprint"]:
+        raise ElectraError(
+            f"the data in {cfg.data.path} was not prepared with the tokenizer of {source}: run "
+            f"`electra prepare ... --tokenizer {tokenizer_dir}`"
+        )
+    objective = replace(
+        cfg.objective,
+        name="electra",
+        sharing="embeddings",
+        generator_hidden_size=gen.hidden_size,
+        generator_num_hidden_layers=gen.num_hidden_layers,
+        generator_num_attention_heads=gen.num_attention_heads,
+        generator_intermediate_size=gen.intermediate_size,
+    )
+    return replace(cfg, model=disc, objective=objective)
