@@ -13,8 +13,8 @@ since the libraries read their instruction-set settings once, when they load. A 
 - `kernels=auto` or `kernels=stock` (the `train.kernels` setting; auto by default);
 - `NAME=VALUE`: set in the process's environment (`ELECTRA_CPU_LINEAR=onednn`, `GOMP_SPINCOUNT=...`).
 
-The step is the trainer's own (`electra.pretraining.train.build` and `step_function`), on the demo's data,
-which is built once into a temporary folder unless `--data` names one. Printed per setting and
+The step is the trainer's own (`electra.pretraining.train.build` and `step_function`), on the demo's
+data, which is built once into a temporary folder unless `--data` names one. Printed per setting and
 thread count: steps/s by the clock (median and range over the rounds) and the process's CPU time
 per step. On a machine shared with other jobs the clock is noisy, while CPU time at one thread
 leaves out the time the process waits descheduled: it is the steadier measure of the work.

@@ -150,9 +150,9 @@ def run_settings(
 ) -> tuple[RunConfig, set[str]]:
     """A run's config before its unset settings are filled, and the section.field keys the caller
     set, from what `electra pretrain` and `electra.pretrain` take: a new run's from `preset`,
-    the settings file `config` and `overrides` (`electra.pretraining.resolve.run_config`); with `resume` (a
-    run folder), the run's saved config with them on top, where `preset` and `config` are
-    settings too, checked as the others on resume. `source` is how errors name the overrides."""
+    the settings file `config` and `overrides` (`electra.pretraining.resolve.run_config`); with
+    `resume` (a run folder), the run's saved config with them on top, where `preset` and `config`
+    are settings too, checked as the others on resume. `source` is how errors name the overrides."""
     overrides = dict(overrides or {})
     if resume is None:
         return run_config(preset, config, overrides, source=source)

@@ -3,8 +3,8 @@
 A run is fully described by one `RunConfig`. It is built from a preset, then an optional config file
 (JSON or TOML), then `section.field=value` overrides (`electra.overrides` parses them all), and the
 settings left unset that follow from the data and the objective are filled by
-`electra.pretraining.resolve`; it is saved with every checkpoint so a run can be resumed or reproduced
-from its folder alone.
+`electra.pretraining.resolve`; it is saved with every checkpoint so a run can be resumed or
+reproduced from its folder alone.
 A setting left unset is None wherever "unset" means something else than a value (the old spellings
 0, -1 and "" still load as None: `electra.overrides.none_for_unset`).
 

@@ -113,7 +113,7 @@ def test_a_refused_write_is_one_line_for_root_too(tmp_path, inputs, capsys, monk
     def refused(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "tok" / "x"))
 
-    monkeypatch.setattr("electra.data.tokenizer.save_tokenizer", refused)
+    monkeypatch.setattr("electra.data.tokenizer_folder.save_tokenizer", refused)
     code, _, err = run_cli(capsys, *command("tokenizer", tmp_path / "tok", inputs, Path()))
     assert_one_line_error(code, err, "tok/x: Permission denied", "check the permissions")
     assert not (tmp_path / "tok").exists() and not list(tmp_path.glob(".tok*"))
@@ -125,7 +125,7 @@ def test_an_unreadable_input_is_one_line(tmp_path, capsys, monkeypatch, inputs):
     def unreadable(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", str(corpus))
 
-    monkeypatch.setattr("electra.data.corpus.resolve_paths", unreadable)
+    monkeypatch.setattr("electra.data.tokenizer_folder.resolve_paths", unreadable)
     code, _, err = run_cli(capsys, *command("tokenizer", tmp_path / "tok", inputs, Path()))
     assert_one_line_error(code, err, f"{corpus}: Permission denied", "check the permissions")
 

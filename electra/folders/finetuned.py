@@ -1,5 +1,5 @@
-"""Fine-tuned model folders: a model folder (`electra.folders.model_folder`: `config.json` naming the
-head's class, weights, tokenizer) plus `finetune.json`, the task, its head (labels, scale), the
+"""Fine-tuned model folders: a model folder (`electra.folders.model_folder`: `config.json` naming
+the head's class, weights, tokenizer) plus `finetune.json`, the task, its head (labels, scale), the
 recipe, the pretrained model it came from and what it was trained and scored on, and
 `training_rows.npy`, the keys of the rows it trained on (`electra.finetuning.overlap`; absent in a
 folder fine-tuned before they were kept).

@@ -32,8 +32,8 @@ from electra.overrides import flatten
 
 # Settings a resumed run may change: how long it trains and when it stops, how often it logs and
 # saves, how it runs (device, precision, kernels, compilation, processes: the micro-batches' seeds
-# follow the rows, electra.pretraining.train.micro_batch_seed) and the learning rate (the remedy a run
-# stopped by non-finite steps is told to take). Everything else (architecture, sizes, objective,
+# follow the rows, electra.pretraining.train.micro_batch_seed) and the learning rate (the remedy a
+# run stopped by non-finite steps is told to take). Everything else (architecture, sizes, objective,
 # data, sequence length, batch, seed, schedule) makes another run: refused.
 MAY_CHANGE_ON_RESUME = tuple(
     f"train.{name}"

@@ -2,12 +2,13 @@
 tokenizer's fingerprint (`electra.data.tokenizer.fingerprint`, as a data folder keeps it) and the
 `config.json` fields that set what the network computes.
 
-Both go in the metadata of the `model.safetensors` that `electra.folders.model_folder.write_model_files`
-writes (pretraining's model folders, fine-tuned ones, exports): a header `transformers` ignores, so
-an exported folder loads there as before. A folder whose tokenizer was swapped for another run's,
-or whose config.json was edited (`hidden_act`, a size, an epsilon), would otherwise load and compute
-something else without a word; it is refused, naming what differs. A folder without the record (an
-older one of ours, or Hugging Face's own) is taken as it is.
+Both go in the metadata of the `model.safetensors` that
+`electra.folders.model_folder.write_model_files` writes (pretraining's model folders, fine-tuned
+ones, exports): a header `transformers` ignores, so an exported folder loads there as before. A
+folder whose tokenizer was swapped for another run's, or whose config.json was edited (`hidden_act`,
+a size, an epsilon), would otherwise load and compute something else without a word; it is refused,
+naming what differs. A folder without the record (an older one of ours, or Hugging Face's own) is
+taken as it is.
 """
 
 from __future__ import annotations

@@ -164,8 +164,8 @@ def is_hf_task_dir(path: Path) -> bool:
 def load_hf_finetuned(
     path: Path,
 ) -> tuple[Task, nn.Module, tokenizers.Tokenizer, FinetuneConfig]:
-    """`electra.folders.finetuned.load_finetuned` for a folder of `task_heads()`: the task its config.json
-    describes, the model with its weights, the tokenizer, and the recipe's defaults with
+    """`electra.folders.finetuned.load_finetuned` for a folder of `task_heads()`: the task its
+    config.json describes, the model with its weights, the tokenizer, and the recipe's defaults with
     `max_seq_len` the tokenizer's `model_max_length` (at most the model's positions)."""
     raw = _config(path)
     arch, model_cfg = read_model_config(path, task_heads)

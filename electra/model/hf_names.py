@@ -47,9 +47,10 @@ class HFNames:
     """The `transformers` names of one encoder family (its `model_type`): a `Family`'s `hf`."""
 
     model_type: str
-    # Our discriminator's class (`electra.folders.model_folder.ROLES`' first folder). Where `transformers`
-    # has no such class, `discriminator_as` is the class its folder is written as (two labels,
-    # `RTD_LABELS`) and `read_model_config` reads such a folder back as `discriminator`.
+    # Our discriminator's class (`electra.folders.model_folder.ROLES`' first folder). Where
+    # `transformers` has no such class, `discriminator_as` is the class its folder is written as
+    # (two labels, `RTD_LABELS`) and `read_model_config` reads such a folder back as
+    # `discriminator`.
     discriminator: str
     generator: str
     # The generator's output weight and the token table it is tied to: `transformers` leaves the

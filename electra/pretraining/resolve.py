@@ -1,6 +1,6 @@
 """A pretraining run resolved once, for every caller: `electra pretrain` and a Python caller of
-`electra.pretrain` (through `electra.pretraining.train.pretrain`) and each arm of `electra experiment`
-get the same run from the same settings, and a run opens its data folder once.
+`electra.pretrain` (through `electra.pretraining.train.pretrain`) and each arm of
+`electra experiment` get the same run from the same settings, and a run opens its data folder once.
 
 A run config comes from a preset, then a config file, then `section.field` overrides
 (`run_config`; a resumed run from its folder's config.json and overrides, `resumed_config`).
@@ -242,8 +242,8 @@ def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
     must have been prepared with the pair's tokenizer. `train.init_from` may also be a Hugging
     Face masked-LM folder of a family that continues from one: its encoder becomes the
     discriminator (with a fresh RTD head) and its lower layers and MLM head the generator, at its
-    width and sharing its token table (`electra.folders.model_folder.continuation_generator` says why;
-    the depth is a third, or `objective.generator_num_hidden_layers`)."""
+    width and sharing its token table (`electra.folders.model_folder.continuation_generator` says
+    why; the depth is a third, or `objective.generator_num_hidden_layers`)."""
     from electra.data.tokenizer import fingerprint, load_tokenizer
     from electra.folders.model_folder import pair_configs, pair_tokenizer_dir
 

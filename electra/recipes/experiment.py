@@ -25,9 +25,10 @@ no experiment, is refused.
 
 An arm's and --pretrain-set's `section.field=value` are shorthand for the `--section.field VALUE`
 flags of `electra pretrain`, and the arm's run is resolved as that command resolves it
-(`electra.pretraining.resolve.resolve_run`), from the data folder the experiment opens once. An arm's `preset=NAME` starts it from another
-preset than --preset's, so that arms cross architecture and objective (`rtd:preset=modern-tiny`,
-`bert:preset=tiny,objective.name=mlm`; docs/objectives.md §electra experiment).
+(`electra.pretraining.resolve.resolve_run`), from the data folder the experiment opens once. An
+arm's `preset=NAME` starts it from another preset than --preset's, so that arms cross architecture
+and objective (`rtd:preset=modern-tiny`, `bert:preset=tiny,objective.name=mlm`; docs/objectives.md
+§electra experiment).
 """
 
 from __future__ import annotations
