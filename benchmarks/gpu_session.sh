@@ -20,7 +20,7 @@
 # worth (about 800 s on an H100 before the base-autotune and captured fine-tuning runs were added),
 # so split it, e.g. ONLY="graphs-test finetune-sst2-graph finetune-sst2-graph-compiled", then
 # ONLY="trainer-base trainer-base-autotune careful-ro", then the rest. `tests` can run beside
-# `speed` (it is CPU work but for tests/test_graphs.py); `careful-ro` is then slowed by the CPU
+# `speed` (it is CPU work but for tests/engine/test_graphs.py); `careful-ro` is then slowed by the CPU
 # load, so keep them apart for it.
 #
 # How the 2026-11-24 session carried its inputs (the device tool sends the repository only): the

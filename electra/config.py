@@ -34,7 +34,7 @@ from electra.overrides import (
 
 # The objectives of the registry (one module each in electra/objectives/) and the sharing modes of
 # objectives/sharing.py, named here so that a config stays plain data that imports neither torch
-# nor the objectives; tests/test_objectives.py checks that they match the registry.
+# nor the objectives; tests/objectives/test_variants_and_sharing.py checks that they match the registry.
 OBJECTIVE_NAMES = (
     "electra",
     "electra15",

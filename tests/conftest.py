@@ -29,7 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # (.ci/run runs the numeric tests again with ATEN_CPU_CAPABILITY=avx2), as `compile_model` does.
 key_compile_cache_by_cpu()
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def pytest_collection_modifyitems(config, items):

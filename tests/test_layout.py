@@ -82,7 +82,7 @@ def test_gpu_only_tests_carry_the_one_marker():
     tests = Path(__file__).resolve().parent
     own = [
         p.name
-        for p in tests.glob("*.py")
+        for p in tests.rglob("*.py")
         if re.search(r"skipif\([^)]*cuda", p.read_text(encoding="utf-8"))
     ]
     assert not own, f"use @pytest.mark.gpu in {own}"

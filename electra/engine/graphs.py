@@ -8,7 +8,7 @@ the forward and the backward but leaves the optimizer and clipping to the host; 
 those too, so a step costs the host one launch and a few copies.
 
 What makes the step capturable, and what this relies on: no host sync in it
-(`tests/test_host_syncs.py` counts them for every objective and fine-tuning task); static shapes
+(`tests/engine/test_host_syncs.py` counts them for every objective and fine-tuning task); static shapes
 (pretraining batches always are, and the masked slots are a fixed count; fine-tuning pads its
 batches to a few widths, `electra.finetuning.inference.trim`, and one graph is captured per shape); a fused
 Adam(W) whose LR is a device tensor and whose step count does not change on the host

@@ -185,7 +185,7 @@ def key_compile_cache_by_cpu() -> None:
     process under `ATEN_CPU_CAPABILITY=avx2` reused AVX-512 kernels from an earlier run on the same
     machine (and the reverse), built them against the other width's vector types and read and
     wrote out of bounds: glibc heap aborts, or an "index out of bounds" check in a compiled
-    fine-tuning step (tests/test_compile_cache.py). A tag the user set is kept."""
+    fine-tuning step (tests/engine/test_compile_cache.py). A tag the user set is kept."""
     tag = f"cpu-{torch.backends.cpu.get_cpu_capability().lower()}"
     tags = [t for t in torch.compiler.config.cache_key_tag.split(",") if t]
     if tag not in tags:

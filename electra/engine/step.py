@@ -147,7 +147,7 @@ def train_step(
 ) -> torch.Tensor:
     """One optimizer step over micro-batches already on the device (`forward_backward`, then
     `apply_update`), its statistics added to `window`. Nothing here reads a value back to the
-    host (tests/test_host_syncs.py counts), so a GPU runs it ahead of Python, and it can be
+    host (tests/engine/test_host_syncs.py counts), so a GPU runs it ahead of Python, and it can be
     captured (`electra.engine.graphs`). Returns the skipped flag (a bool tensor)."""
     outs, bad = forward_backward(step_fn, micro_batches, precision, seeds, cache_casts)
     grad_norm, skipped = apply_update(optimizer, params, clip_norm, bad)

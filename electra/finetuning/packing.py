@@ -11,7 +11,7 @@ that a token attends to its own example's tokens only. The [CLS] vector of examp
 no change.
 
 Only the random draws differ from the unpacked batch (dropout sees another layout), and the
-encoder's arithmetic matches up to rounding: tests/test_packing.py compares the two.
+encoder's arithmetic matches up to rounding: tests/finetuning/test_packing.py compares the two.
 """
 
 from __future__ import annotations
