@@ -6,7 +6,7 @@ All three train the same ELECTRA pair (generator sharing the discriminator's emb
 layer tied to the word table) with the same masking rate, Gumbel sampling, loss weights, AdamW and
 clipping, on the same random token batches, and are timed in alternation in one process:
 
-- ours: `electra.objectives` on `electra.model.electra` (masked-slot generator head, SDPA attention);
+- ours: `electra.objectives` on `electra.model.electra.modeling` (masked-slot generator head, SDPA attention);
 - careful peer: Hugging Face `ElectraForMaskedLM` + `ElectraForPreTraining` in a lean loop that
   gathers the masked positions before the generator's output head;
 - common peer: lucidrains' `electra-pytorch` 0.1.2 (`pip install --no-deps electra-pytorch==0.1.2`)

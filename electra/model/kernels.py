@@ -1,5 +1,5 @@
 """Kernels faster than torch's stock ones on CPU, and `use_kernels`, which puts them into a built
-model. `electra.model.electra` is written with stock layers (`nn.Linear`, `nn.Dropout`, SDPA); the
+model. Each family's `modeling.py` is written with stock layers (`nn.Linear`, `nn.Dropout`, SDPA); the
 `kernels` setting (auto or stock) chooses whether a run swaps these in, as Hugging Face chooses an
 attention implementation by name. The swap changes module classes only: parameters, their names
 and ties stay as they are, so state dicts, optimizers and data parallelism see the same model.

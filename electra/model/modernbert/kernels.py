@@ -1,4 +1,4 @@
-"""CPU kernels of the modern family (`electra.model.modernbert`), put into a built model by
+"""CPU kernels of the modern family (`electra.model.modernbert.modeling`), put into a built model by
 `electra.model.kernels.use_kernels` as that module's are (the `kernels` setting; a class swap that
 keeps parameters, names and ties). They compute what the stock layers compute, rearranged so that
 a CPU makes fewer passes over memory; in bf16, on GPU and under torch.compile (which fuses the

@@ -420,7 +420,7 @@ class ModernBertForPreTraining(ModernBertWithClassifier):
 
 
 def layerwise_depth(name: str, n: int) -> int:
-    """The depth of parameter `name` for fine-tuning's layer-wise LR (`electra.model.electra`'s):
+    """The depth of parameter `name` for fine-tuning's layer-wise LR (`electra.model.electra.modeling`'s):
     embeddings 0, layer i at i + 1, the final norm with the last layer
     (it normalises that layer's output, as the last layer's own LayerNorm does in electra's),
     and the head (`head`, `classifier`) the top, n + 1."""
