@@ -223,13 +223,19 @@ def finetune_settings(
 ) -> FinetuneConfig:
     """The fine-tuning recipe from what `electra finetune` and `electra.finetune` take: `base`
     (default: the defaults), then the settings file `config` (JSON or TOML: the recipe's fields,
-    each task family's in its own table, `[classification]`, as finetune.json saves them), then
+    each task family's in its own table, `[classification]`, as finetune.json saves them; a
+    fine-tuned folder's finetune.json itself gives its recipe), then
     `values`: fields by name (`lr`, `text_columns`: the flat flags) or as section.field keys
     (`classification.text_columns`: the `--section.field` overrides). An unknown setting or a
     bad value is one error naming where it came from (`source` for `values`)."""
     cfg = base
     if config is not None:
-        from_file = _nested(read_config_file(config), str(config))
+        read = read_config_file(config)
+        # A fine-tuned folder's finetune.json holds the recipe as its `config` table, beside
+        # what the run recorded (task, data, head): its recipe is what reruns it.
+        if isinstance(read.get("config"), Mapping) and "task" in read:
+            read = read["config"]
+        from_file = _nested(read, str(config))
         cfg = FinetuneConfig.from_values(from_file, source=str(config), base=cfg)
     return FinetuneConfig.from_values(_nested(values or {}, source), source=source, base=cfg)
 

@@ -340,9 +340,12 @@ class TrainConfig(OptimConfig, RuntimeConfig):
         return max(self.warmup_steps, int(self.warmup_proportion * self.steps))
 
 
+DEFAULT_PRESET = "small"  # a run that names none
+
+
 @dataclass
 class RunConfig:
-    preset: str = "small"
+    preset: str = DEFAULT_PRESET
     model: AnyModelConfig = field(default_factory=lambda: family().config())
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     data: DataConfig = field(default_factory=DataConfig)

@@ -4,7 +4,7 @@ override syntax (`KEY=VALUE` in `electra experiment`'s --pretrain-set and arms i
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -84,6 +84,7 @@ def add_config_flags(
     skip: Collection[str] = (),
     defaults: Any = None,
     show_defaults: bool = True,
+    helps: Mapping[str, str] | None = None,
 ) -> None:
     """A flag for each field of the config dataclass `cls`, its help the field's comment
     (`electra.overrides.field_docs`) and its default: `--PREFIXfield` (`--train.lr`) or, without a
@@ -92,11 +93,12 @@ def add_config_flags(
     several values. Values stay strings here and are typed by the config's own parser
     (`electra.overrides.with_values`), so that a bad value gets the error every other source of
     settings gets. `skip` leaves fields out; `defaults` is the config whose values the help shows
-    (a preset's, or a subclass's; default `cls()`), unless `show_defaults` is false."""
+    (a preset's, or a subclass's; default `cls()`), unless `show_defaults` is false; `helps`
+    replaces fields' comments (a help made from the registry)."""
     from electra.overrides import field_docs
 
     defaults = defaults or cls()
-    docs = field_docs(type(defaults))  # a subclass's comments: what its defaults mean
+    docs = {**field_docs(type(defaults)), **(helps or {})}  # a subclass's comments: its defaults
     for f in fields(cls):
         if f.name in skip:
             continue

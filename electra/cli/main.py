@@ -124,7 +124,7 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_pretrain(sub: argparse._SubParsersAction) -> None:
-    from electra.config import RunConfig, preset
+    from electra.config import DEFAULT_PRESET, RunConfig, preset
     from electra.overrides import field_types
 
     pt = sub.add_parser(
@@ -147,24 +147,51 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
         help="start a new run over an earlier run in --out (not while a process writes it)",
     )
     add_no_progress(pt)
-    small = preset("small")
+    base = preset(DEFAULT_PRESET)
     for name, section in field_types(RunConfig).items():
         if name == "preset":
             continue
-        if name == "model":  # the union of the families' configs
-            section = type(small.model)
-        group = pt.add_argument_group(f"{name} settings (defaults: the small preset's)")
+        if name == "model":  # the default family's config; the others' own fields below
+            section = type(base.model)
+        group = pt.add_argument_group(f"{name} settings (defaults: the {base.preset} preset's)")
+        helps = {"arch": arch_help()} if name == "model" else {}
         add_config_flags(
-            group, section, f"{name}.", PRETRAIN_ALIASES, defaults=getattr(small, name)
+            group, section, f"{name}.", PRETRAIN_ALIASES, defaults=getattr(base, name), helps=helps
         )
-    # The modern family's own fields (model.arch=modernbert); those it shares are above.
-    modern = preset("modern-small").model
-    group = pt.add_argument_group(
-        "model settings of model.arch=modernbert (defaults: the modern-small preset's)"
-    )
-    shared = {f.name for f in dataclasses.fields(small.model)}
-    add_config_flags(group, type(modern), "model.", skip=shared, defaults=modern)
+    _add_family_flags(pt, base)
     pt.set_defaults(func=cmd_pretrain, takes_overrides=True)
+
+
+def _add_family_flags(pt: argparse.ArgumentParser, base) -> None:
+    """The `--model.*` fields of every other family (model.arch=NAME) that no family before it
+    has, their defaults those of its preset of the default one's schedule."""
+    from electra.config import preset
+    from electra.model.family import families
+
+    shown = {f.name for f in dataclasses.fields(base.model)}
+    for family in families().values():
+        if family.name == base.model.arch:
+            continue
+        like = [n for n, p in family.presets.items() if p.schedule_of == base.preset]
+        name = (like or list(family.presets) or [None])[0]
+        defaults = preset(name).model if name else family.config()
+        whose = f"the {name} preset's" if name else "its config's"
+        group = pt.add_argument_group(
+            f"model settings of model.arch={family.name} (defaults: {whose})"
+        )
+        add_config_flags(group, family.config, "model.", skip=shown, defaults=defaults)
+        shown |= {f.name for f in dataclasses.fields(family.config)}
+
+
+def arch_help() -> str:
+    """`--model.arch`'s help: every registered family and what it is (its record's `summary`)."""
+    from electra.model.family import families
+
+    *others, last = (
+        f"{f.name} ({f.summary})" if f.summary else f.name for f in families().values()
+    )
+    listed = f"{', '.join(others)} or {last}" if others else last
+    return f"The architecture family: {listed}."
 
 
 class WholeNamesFormatter(argparse.HelpFormatter):

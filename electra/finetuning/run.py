@@ -203,12 +203,8 @@ def _finetune_job(
 
 
 def with_dropout(model_cfg: AnyModelConfig, dropout: float) -> AnyModelConfig:
-    """The encoder's config with the recipe's `dropout` everywhere it drops (its family's
-    `dropout_fields`): the electra family's hidden and attention dropout (BERT's hidden dropout is
-    also its embeddings' and the head's); the modern family's counterparts of those four, so that
-    --dropout means the same on both: embedding_dropout, attention_dropout (its probabilities and
-    output), mlp_dropout (the hidden dropout inside each layer) and classifier_dropout (before the
-    head's last layer)."""
+    """The encoder's config with the recipe's `dropout` everywhere it drops: its family's
+    `dropout_fields`, so that --dropout means the same on every family."""
     names = family_of(model_cfg).dropout_fields
     return replace(model_cfg, **dict.fromkeys(names, dropout))
 

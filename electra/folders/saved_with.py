@@ -24,27 +24,23 @@ from safetensors import SafetensorError, safe_open
 from electra.data.tokenizer import fingerprint
 from electra.errors import ElectraError
 from electra.model.configs import AnyModelConfig
+from electra.model.family import family_of
 from electra.model.hf_names import model_config_from_hf
 
 TOKENIZER_KEY = "electra.tokenizer_fingerprint"
 CONFIG_KEY = "electra.computed_config"
-# Model config fields that do not change what the weights compute: dropout (only in training,
-# and fine-tuning sets its own) and the initialisation of new weights.
-NOT_COMPUTED = (
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "embedding_dropout",
-    "attention_dropout",
-    "mlp_dropout",
-    "classifier_dropout",
-    "initializer_range",
-    "initializer_cutoff_factor",
-)
 
 
 def computed_fields(cfg: AnyModelConfig) -> dict[str, Any]:
-    """The model config's fields that set the computation (our names, which are HF's)."""
-    return {k: v for k, v in asdict(cfg).items() if k not in NOT_COMPUTED}
+    """The model config's fields that set the computation (our names, which are HF's): not the
+    dropout (only in training, and fine-tuning sets its own: the family's `dropout_fields`) nor
+    the initialisation of new weights (`initializer_*`)."""
+    dropout = family_of(cfg).dropout_fields
+    return {
+        k: v
+        for k, v in asdict(cfg).items()
+        if k not in dropout and not k.startswith("initializer_")
+    }
 
 
 def saved_with(config: dict, tokenizer: tokenizers.Tokenizer) -> dict[str, str]:

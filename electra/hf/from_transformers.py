@@ -45,9 +45,8 @@ from electra.folders.model_folder import (
     with_article,
 )
 from electra.folders.saved_with import check_config
-from electra.model import family as registry
 from electra.model.configs import AnyModelConfig
-from electra.model.family import encoder_of
+from electra.model.family import encoder_of, family_of
 from electra.model.heads import build_head
 from electra.model.hf_names import default_model_type, family_of_type, hf_families, hf_of
 from electra.tasks.base import Task
@@ -88,8 +87,8 @@ class _Encoder(nn.Module):
     def __init__(self, cfg: AnyModelConfig):
         super().__init__()
         self.config = cfg
-        self.prefix = registry.family_of(cfg).pretraining.base_model_prefix
-        setattr(self, self.prefix, registry.family_of(cfg).encoder(cfg))
+        self.prefix = family_of(cfg).pretraining.base_model_prefix
+        setattr(self, self.prefix, family_of(cfg).encoder(cfg))
 
 
 def load_encoder(path: str | Path) -> tuple[AnyModelConfig, dict, tokenizers.Tokenizer, Path]:

@@ -99,11 +99,12 @@ def check_model(path: str, model_cfg: Any, section: str = "") -> None:
     setting = f"{section}attention"
     if path not in family_of(model_cfg).attention_paths:
         raise _family_error(path, setting, model_cfg.arch)
-    if model_cfg.attention_dropout:
+    dropout = getattr(model_cfg, "attention_dropout", 0.0)  # a family's name for it, if it has
+    if dropout:
         raise ElectraError(
             f"{setting}={path} has no dropout on the attention probabilities, but the model's "
-            f"attention_dropout is {model_cfg.attention_dropout:g}: set it to 0 (fine-tuning: "
-            f"--dropout 0) or use {setting}=sdpa"
+            f"attention_dropout is {dropout:g}: set it to 0 (fine-tuning: --dropout 0) or use "
+            f"{setting}=sdpa"
         )
 
 

@@ -37,14 +37,9 @@ def check_arch(cfg: Any, name: str) -> None:
         raise ElectraError(f"model.arch={cfg.arch!r}: use {' or '.join(families())}")
 
 
-def model_config_class(arch: str) -> type:
-    """The config class of the family `arch` names."""
-    return family(arch).config
-
-
 def with_arch(cfg: AnyModelConfig, arch: str) -> AnyModelConfig:
     """`cfg` as the family `arch` names: its sizes carried over, the rest that family's defaults."""
-    target = model_config_class(arch)
+    target = family(arch).config
     if isinstance(cfg, target):
         return cfg
     names = {f.name for f in fields(target)}

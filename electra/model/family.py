@@ -50,9 +50,20 @@ class Preset:
     schedule_of: str = ""
 
 
-@dataclass(frozen=True)
+def loaded(record: Any, name: str) -> Any:
+    """Field `name` of a frozen `record`, a `Ref` imported on this first read and kept."""
+    value = object.__getattribute__(record, name)
+    if isinstance(value, Ref):
+        value = value.load()
+        object.__setattr__(record, name, value)  # once loaded, a value like any other
+    return value
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Family:
-    """One architecture family. Fields typed as torch objects may be given as a `Ref`."""
+    """One architecture family. Fields typed as torch objects may be given as a `Ref`. A family is
+    equal only to itself (comparing, or `dataclasses.replace`, would read every field and so
+    import its `Ref`s)."""
 
     name: str  # `model.arch`, and the HF `model_type` where the family has one
     title: str  # what messages and model cards call it ("ELECTRA", "ModernBERT")
@@ -95,16 +106,18 @@ class Family:
     cloze_towers: Any = None
     # Its Hugging Face side (`electra.model.hf_names.HFNames`); None: no export or import.
     hf: Any = None
+    # What it is, in `--model.arch`'s help ("BERT's, ELECTRA's own"); "" none.
+    summary: str = ""
 
     def __getattribute__(self, name: str) -> Any:
-        value = object.__getattribute__(self, name)
-        if isinstance(value, Ref):
-            value = value.load()
-            object.__setattr__(self, name, value)  # once loaded, a value like any other
-        elif name == "heads" and any(isinstance(v, Ref) for v in value.values()):
+        value = loaded(self, name)
+        if name == "heads" and any(isinstance(v, Ref) for v in value.values()):
             value = {kind: v.load() if isinstance(v, Ref) else v for kind, v in value.items()}
             object.__setattr__(self, name, value)
         return value
+
+    def __repr__(self) -> str:  # the generated one would import every `Ref`, and torch
+        return f"Family({self.name!r})"
 
     def head(self, kind: str) -> Any:
         """The fine-tuning head class of `kind`; a one-line refusal where the family has none."""
@@ -117,26 +130,60 @@ class Family:
 
 
 _FAMILIES: dict[str, Family] = {}
+_BUILT_IN: list[str] = []  # the folders of electra/model/, each a family; filled once
 DEFAULT_FAMILY = "electra"
 
 
 def register_family(family: Family) -> Family:
-    """Adds `family` to the registry (a family of the same name is replaced): from then on a
-    run's `model.arch` may name it. Its presets join the preset list."""
+    """Adds `family` to the registry, after the built-in ones (a family of the same name is
+    replaced): from then on a run's `model.arch` may name it, and its presets join the preset
+    list. A config whose `arch` is not the family's name, or a preset or Hugging Face
+    `model_type` another family has, is refused in one line."""
+    if not isinstance(family, Family):
+        raise ElectraError(
+            f"register_family takes a Family (electra.model.Family), not {type(family).__name__}"
+        )
+    _load_built_in()
+    _check_new(family)
+    _FAMILIES[family.name] = family
+    return family
+
+
+def _check_new(family: Family) -> None:
     arch = {f.name: f.default for f in fields(family.config)}.get("arch")
     if arch != family.name:
         raise ElectraError(
             f"family {family.name!r}: its config {family.config.__name__} must have a field "
             f"`arch` whose default is {family.name!r} (a saved config names its family by it)"
         )
-    _FAMILIES[family.name] = family
-    return family
+    others = [f for name, f in _FAMILIES.items() if name != family.name]
+    taken = {p: f.name for f in others for p in f.presets}
+    clash = next((p for p in family.presets if p in taken), None)
+    if clash is not None:
+        raise ElectraError(
+            f"family {family.name!r}: the preset name {clash!r} is taken by family "
+            f"{taken[clash]!r}; give the preset another name"
+        )
+    types = {f.hf.model_type if f.hf is not None else f.name: f.name for f in others}
+    model_type = family.hf.model_type if family.hf is not None else family.name
+    if model_type in types:
+        raise ElectraError(
+            f"family {family.name!r}: the model_type {model_type!r} is taken by family "
+            f"{types[model_type]!r} (its model folders would be read as that family's)"
+        )
 
 
 def families() -> dict[str, Family]:
-    """The registered families by name (the built-in ones first)."""
+    """The registered families by name: the built-in ones first, in their folders' order (however
+    their imports interleave), then the others in the order they were registered."""
     _load_built_in()
-    return dict(_FAMILIES)
+    return dict(sorted(_FAMILIES.items(), key=lambda item: _built_in_rank(item[1])))
+
+
+def _built_in_rank(found: Family) -> int:
+    module = found.config.__module__
+    ranks = [i for i, name in enumerate(_BUILT_IN) if module.startswith(f"electra.model.{name}.")]
+    return ranks[0] if ranks else len(_BUILT_IN)
 
 
 def family(name: str = DEFAULT_FAMILY) -> Family:
@@ -159,7 +206,10 @@ def encoder_of(model: Any) -> Any:
 
 def _load_built_in() -> None:
     # Every folder of electra/model/ is a family that registers itself when imported (what the
-    # families share are this package's modules).
-    for found in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if found.ispkg:
-            importlib.import_module(f"electra.model.{found.name}")
+    # families share are this package's modules); once, before any other family is added.
+    if _BUILT_IN:
+        return
+    found = pkgutil.iter_modules([str(Path(__file__).parent)])
+    _BUILT_IN.extend(sorted(module.name for module in found if module.ispkg))
+    for name in _BUILT_IN:
+        importlib.import_module(f"electra.model.{name}")

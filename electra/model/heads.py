@@ -1,6 +1,6 @@
 """Fine-tuning heads by kind, whatever the family: "sequence" (classification and regression on
 the first token), "token" (tagging), "span_qa" (BERT's start/end head) and "official_qa" (the
-official XLNet-style QA head, the ELECTRA family's only). Each family's classes are its own
+official XLNet-style QA head, which only some families have). Each family's classes are its own
 (`electra/model/<family>/heads.py`), named as Hugging Face names them; its record lists them.
 """
 
@@ -22,8 +22,9 @@ def build_head(kind: str, cfg: Any, *args: Any) -> Any:
     names, built with `args` (the number of outputs)."""
     family = family_of(cfg)
     if kind == "official_qa" and kind not in family.heads:
+        having = " and ".join(f.name for f in families().values() if kind in f.heads)
         raise ElectraError(
-            f"model.arch={cfg.arch}: the official XLNet-style QA head is the electra family's "
+            f"model.arch={cfg.arch}: the official XLNet-style QA head is the {having} family's "
             "only; fine-tune with --qa-head linear"
         )
     return family.head(kind)(cfg, *args)

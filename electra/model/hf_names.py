@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
-from electra.model.family import DEFAULT_FAMILY, Family, Ref, families, family_of
+from electra.model.family import DEFAULT_FAMILY, Family, Ref, families, family_of, loaded
 
 # The labels of a discriminator written as a two-label token classifier (the modern family's):
 # row 0 of its classifier is zeros, so softmax over (0, z) is our sigmoid(z).
@@ -58,7 +58,7 @@ class HFNames:
     tied: tuple[str, ...]
     encoder: str  # the bare encoder, as `AutoModel` saves it
     heads: tuple[TaskHead, ...]
-    # config.json fields that `transformers` reads and our ModelConfig leaves implicit.
+    # config.json fields that `transformers` reads and the family's config leaves implicit.
     config_extra: tuple[tuple[str, Any], ...] = ()
     discriminator_as: str = ""
     # Whether the exported tokenizer gives token_type_ids (ModernBERT's 4.x forward refuses them).
@@ -96,11 +96,7 @@ class HFNames:
     card_note: Any = None
 
     def __getattribute__(self, name: str) -> Any:
-        value = object.__getattribute__(self, name)
-        if isinstance(value, Ref):
-            value = value.load()
-            object.__setattr__(self, name, value)
-        return value
+        return loaded(self, name)
 
     @property
     def task_heads(self) -> tuple[str, ...]:

@@ -78,23 +78,24 @@ def check_generator_fits(run: RunConfig) -> None:
             "use objective.sharing=embeddings or none",
         )
     hidden = generator_config(run.model, run.objective).hidden_size
-    if not family_of(run.model).shares_at_full_width or sharing == "none":
+    family = family_of(run.model)
+    if not family.shares_at_full_width or sharing == "none":
         return
     if hidden != run.model.hidden_size:
         raise ElectraError(
             f"objective.sharing={sharing} with model.arch={run.model.arch} needs a generator of the "
             f"discriminator's width (model.hidden_size={run.model.hidden_size}), not {hidden}: "
-            "the modern family has no embedding projection to narrow a shared table; set "
+            f"the {family.title} family has no embedding projection to narrow a shared table; set "
             "objective.generator_hidden_fraction=1 (make it smaller with "
             "objective.generator_layers_fraction), or set objective.sharing=none"
         )
 
 
 def generator_width_settings(run: RunConfig) -> dict[str, tuple[float, str]]:
-    """The generator shape a modern run takes where the user set none and its sharing needs the
-    discriminator's width (a switch of `model.arch` on an ELECTRA preset, whose generator is
-    narrow): full width and, unless one encoder serves both, a third of the depth, the modern
-    presets' shape."""
+    """The generator shape a run of a family that `shares_at_full_width` takes where the user set
+    none and its sharing needs the discriminator's width (a switch of `model.arch` on an ELECTRA
+    preset, whose generator is narrow): full width and, unless one encoder serves both, a third of
+    the depth, the modern presets' shape."""
     o = run.objective
     if (
         not family_of(run.model).shares_at_full_width
@@ -104,7 +105,7 @@ def generator_width_settings(run: RunConfig) -> dict[str, tuple[float, str]]:
         return {}
     if generator_config(run.model, o).hidden_size == run.model.hidden_size:
         return {}
-    why = "the modern family shares its token table at full width"
+    why = f"the {family_of(run.model).title} family shares its token table at full width"
     settings = {"generator_hidden_fraction": (1.0, why)}
     if o.sharing != "all":
         settings["generator_layers_fraction"] = (1 / 3, "a third of the depth instead")

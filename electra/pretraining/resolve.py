@@ -35,14 +35,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from electra.config import RunConfig, apply_overrides, preset, presets, with_architecture_of
+from electra.config import (
+    DEFAULT_PRESET,
+    RunConfig,
+    apply_overrides,
+    preset,
+    presets,
+    with_architecture_of,
+)
 from electra.errors import ElectraError
 from electra.overrides import flatten, read_config_file
 
 if TYPE_CHECKING:  # the data folder imports numpy and the tokenizers
     from electra.data.store import PretrainingData
-
-DEFAULT_PRESET = "small"
 
 
 def _to_stderr(note: str) -> None:

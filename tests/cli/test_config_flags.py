@@ -4,6 +4,8 @@ and every command-line flag generated from the config dataclasses with the field
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from dataclasses import fields
 
 import pytest
@@ -176,3 +178,14 @@ def test_field_docs_read_the_comments_beside_the_fields():
     assert docs["loss_reduction"].startswith("The official code sums")  # the lines above
     assert field_docs(QaSettings)["qa_head"].startswith("qa: official")  # the lines above
     assert docs["warmup_proportion"]  # inherited from OptimConfig, though redeclared
+
+
+def test_a_fine_tuned_folders_finetune_json_is_a_settings_file(tmp_path):
+    """The recipe a fine-tuned folder recorded (finetune.json's `config` table, beside its task,
+    data and head) reruns as it was."""
+    from electra.api import finetune_settings
+
+    recipe = FinetuneConfig(epochs=4, lr=3e-4)
+    saved = {"task": "sst2", "data": {}, "head": {}, "config": dataclasses.asdict(recipe)}
+    (tmp_path / "finetune.json").write_text(json.dumps(saved))
+    assert finetune_settings(tmp_path / "finetune.json") == recipe

@@ -15,6 +15,7 @@ FAMILY = register_family(
     Family(
         name="electra",
         title="ELECTRA",
+        summary="BERT's, ELECTRA's own",
         config=ElectraModelConfig,
         presets=PRESETS,
         encoder=Ref(_MODELING, "ElectraModel"),

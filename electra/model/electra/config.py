@@ -16,8 +16,7 @@ class ElectraModelConfig:
     from it). HF ElectraConfig names."""
 
     ffn_ratio: ClassVar[int] = 4  # a derived generator's FFN width / hidden size (BERT's)
-    # The architecture family: electra (BERT's, ELECTRA's own) or modernbert (ModernBERT's;
-    # docs/pretraining.md §The modern family).
+    # The architecture family (`electra.model.family`; the CLI lists every registered one).
     arch: str = "electra"
     vocab_size: int = 30522
     embedding_size: int = 128

@@ -14,6 +14,7 @@ FAMILY = register_family(
     Family(
         name="modernbert",
         title="ModernBERT",
+        summary="ModernBERT's; docs/pretraining.md §The modern family",
         config=ModernConfig,
         presets=PRESETS,
         encoder=Ref(_MODELING, "ModernBertModel"),

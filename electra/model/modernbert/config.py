@@ -30,7 +30,7 @@ class ModernConfig:
     pattern and the thetas); the defaults are ModernBERT-base's."""
 
     ffn_ratio: ClassVar[float] = 1.5  # ElectraModelConfig's; ModernBERT-base's 1152 / 768
-    arch: str = "modernbert"  # the family (ElectraModelConfig's comment)
+    arch: str = "modernbert"  # the architecture family (`electra.model.family`)
     vocab_size: int = 50368
     hidden_size: int = 768
     num_hidden_layers: int = 22

@@ -244,7 +244,7 @@ def test_switching_an_electra_preset_to_modern_takes_a_full_width_generator(wiki
     )
     check_objective(run)
     note = capsys.readouterr().err
-    assert "objective.generator_hidden_fraction=1.0 (the modern family" in note
+    assert "objective.generator_hidden_fraction=1.0 (the ModernBERT family" in note
     assert "objective.generator_layers_fraction=0.3333" in note
     mlm, given = run_config(
         "small", None, {"model.arch": "modernbert", "objective.name": "mlm", **data}
