@@ -135,7 +135,15 @@ def package_of(module: str) -> str | None:
 
 
 def imported(node: ast.AST) -> list[str]:
-    """The modules an import statement names (`from electra import x` names `electra.x`)."""
+    """The modules an import statement names (`from electra import x` names `electra.x`), and
+    those a family's record or a hook imports on first use by name (`Ref("electra.x", ...)`,
+    `import_module("electra.x")`)."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        called = getattr(node.func, "id", getattr(node.func, "attr", ""))
+        name = node.args[0].value
+        if called in ("Ref", "import_module") and str(name).startswith("electra."):
+            return [name]
+        return []
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if isinstance(node, ast.ImportFrom) and node.module:
