@@ -21,19 +21,29 @@ from electra.errors import ElectraError
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The settings of a JSON or TOML file, as nested dicts. A byte-order mark (Notepad's, Excel's)
+    is read past; a folder, another suffix, bad syntax or a file that is not a table of settings is
+    one error naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise ElectraError(f"config file {path} is a folder: pass the .json or .toml file in it")
     if not path.is_file():
         raise ElectraError(f"config file not found: {path}")
+    if path.suffix not in (".toml", ".json"):
+        raise ElectraError(f"config file {path} must end in .json or .toml")
     try:
-        if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-        if path.suffix == ".json":
-            return json.loads(path.read_text())
+        text = path.read_text(encoding="utf-8-sig")
+        values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
         raise ElectraError(
             f"config file {path} is not valid {path.suffix[1:].upper()}: {e}"
         ) from None
-    raise ElectraError(f"config file {path} must end in .json or .toml")
+    if not isinstance(values, dict):
+        raise ElectraError(
+            f"config file {path} holds a {type(values).__name__}, not a table of settings: "
+            'write {"section": {"field": value}}'
+        )
+    return values
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -190,7 +190,10 @@ def family(name: str = DEFAULT_FAMILY) -> Family:
     """The family registered under `name`."""
     found = families().get(name)
     if found is None:
-        raise ElectraError(f"model.arch={name!r} is unknown: choose one of {', '.join(families())}")
+        raise ElectraError(
+            f"model.arch={name!r} is unknown: choose one of {', '.join(families())} (a family of "
+            "your own is registered first, with electra.model.register_family)"
+        )
     return found
 
 

@@ -189,3 +189,17 @@ def test_a_fine_tuned_folders_finetune_json_is_a_settings_file(tmp_path):
     saved = {"task": "sst2", "data": {}, "head": {}, "config": dataclasses.asdict(recipe)}
     (tmp_path / "finetune.json").write_text(json.dumps(saved))
     assert finetune_settings(tmp_path / "finetune.json") == recipe
+
+
+def test_a_settings_file_as_editors_save_it_or_not_a_file_at_all(tmp_path):
+    """A byte-order mark is read past; a folder or a JSON list is one line naming the file."""
+    from electra.overrides import read_config_file
+
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbfepochs = 2\n")
+    assert read_config_file(tmp_path / "bom.toml") == {"epochs": 2}
+    (tmp_path / "folder.toml").mkdir()
+    with pytest.raises(ElectraError, match=r"folder\.toml is a folder: pass the \.json or \.toml"):
+        read_config_file(tmp_path / "folder.toml")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ElectraError, match=r"list\.json holds a list, not a table of settings"):
+        read_config_file(tmp_path / "list.json")
