@@ -29,9 +29,9 @@ from electra.folders.model_folder import (
     load_strict,
     model_tokenizer,
     read_model_config,
-    read_state_dict,
     save_pretrained,
 )
+from electra.folders.weights import read_state_dict
 from electra.model.heads import head_classes
 from electra.tasks import get_task
 from electra.tasks.base import Task

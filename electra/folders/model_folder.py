@@ -16,7 +16,6 @@ is complete or absent.
 from __future__ import annotations
 
 import json
-import pickle
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, is_dataclass, replace
@@ -24,8 +23,7 @@ from pathlib import Path
 
 import tokenizers
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from electra.atomic import atomic_dir, write_json_atomic, writing
@@ -39,6 +37,7 @@ from electra.data.tokenizer import (
 )
 from electra.errors import ElectraError
 from electra.folders.saved_with import check_config, check_tokenizer, saved_with
+from electra.folders.weights import WEIGHT_FILES, read_state_dict, weights_file
 from electra.model.configs import AnyModelConfig
 from electra.model.family import Family, families, family_of
 from electra.model.hf_names import (
@@ -133,7 +132,7 @@ def write_model_files(
 
 
 def is_model_dir(path: Path) -> bool:
-    has_weights = (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()
+    has_weights = any((path / name).is_file() for name in WEIGHT_FILES)
     return (path / "config.json").is_file() and has_weights
 
 
@@ -209,74 +208,6 @@ def folder_class(raw: dict, family: HFNames) -> str:
     if family.discriminator_as and arch == family.discriminator_as and labels == RTD_LABELS:
         return family.discriminator
     return arch
-
-
-def weights_file(path: Path) -> Path:
-    """The file `read_state_dict` reads: safetensors first, as `transformers` prefers it too."""
-    if (path / "model.safetensors").is_file():
-        return path / "model.safetensors"
-    if (path / "pytorch_model.bin").is_file():
-        return path / "pytorch_model.bin"
-    raise ElectraError(f"{path} has no model.safetensors or pytorch_model.bin")
-
-
-def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
-    """The weights of a model folder: `model.safetensors`, or a PyTorch `pytorch_model.bin` loaded
-    with `weights_only=True` (tensors only: never unpickle arbitrary objects)."""
-    file = weights_file(path)
-    return read_safetensors(file) if file.suffix == ".safetensors" else read_torch_tensors(file)
-
-
-def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
-    try:
-        return load_file(file)
-    except (SafetensorError, OSError) as e:
-        # A download or copy cut short is the usual cause; the library's wording says only "header".
-        reason = str(e).removeprefix("Error while deserializing header: ")
-        raise ElectraError(
-            f"cannot read {file} ({reason}; it may be truncated or not a safetensors file): "
-            "re-export or re-download it"
-        ) from None
-
-
-_CONVERT = (
-    "convert it to safetensors in a Python you trust: state_dict = torch.load(path, "
-    "weights_only=False), then safetensors.torch.save_file(<its tensors>, 'model.safetensors') "
-    "(or with transformers, model.save_pretrained(folder, safe_serialization=True))"
-)
-
-
-def read_torch_tensors(file: Path) -> dict[str, torch.Tensor]:
-    try:
-        state = torch.load(file, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        # Only the object's name from torch's advice: its remedy (weights_only=False, allowlisting
-        # the class) would run code from a file the user may not have made.
-        if found := re.search(r"Unsupported global: GLOBAL (\S+)", str(e)):
-            raise ElectraError(
-                f"refusing to load {file}: it holds a Python object ({found[1]}), not only tensors, "
-                f"and unpickling it could run code from the file; {_CONVERT}"
-            ) from None
-        raise ElectraError(_unreadable(file, e)) from None
-    except Exception as e:  # noqa: BLE001 - torch raises assorted types for a damaged file
-        raise ElectraError(_unreadable(file, e)) from None
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ElectraError(
-            f"{file} holds a {type(state).__name__} that is not a state dict (names -> tensors): "
-            "save the model's state_dict() in it, or pass the folder of a saved model"
-        )
-    return state
-
-
-def _unreadable(file: Path, e: Exception) -> str:
-    # torch's first sentence names the fault; the rest is generic advice (or empty at end of file).
-    found = re.search(r"WeightsUnpickler error:\s*(.+)", str(e))
-    first = str(e).strip().split(". ")[0].split("\n")[0]
-    reason = found[1] if found else first or "unexpected end of file"
-    return (
-        f"cannot read {file} ({reason}; it may be truncated or not a PyTorch weights file): "
-        "re-export or re-download it"
-    )
 
 
 def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Path) -> dict:

@@ -39,12 +39,11 @@ from electra.folders.model_folder import (
     misfit,
     model_tokenizer,
     read_model_config,
-    read_state_dict,
     resolve_model_dir,
-    weights_file,
     with_article,
 )
 from electra.folders.saved_with import check_config
+from electra.folders.weights import read_state_dict, weights_file
 from electra.model.configs import AnyModelConfig
 from electra.model.family import encoder_of, family_of
 from electra.model.heads import build_head
