@@ -196,9 +196,9 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _same_model(a: Path, b: Path) -> bool:
-    """Two model folders alike: the same files but the weights, and those equal to float rounding
-    (the command sets torch's thread count, `--threads` auto, which orders a sum's terms
-    otherwise: a last bit may differ)."""
+    """Two model folders alike: the same files but the weights' (whose safetensors header lists
+    its metadata in no fixed order), and the same tensors, bit for bit: one process, one thread
+    count, one computation."""
     from safetensors.torch import load_file
 
     weights = "model.safetensors"
@@ -208,7 +208,7 @@ def _same_model(a: Path, b: Path) -> bool:
     if any((a / n).read_bytes() != (b / n).read_bytes() for n in names if n != weights):
         return False
     x, y = load_file(a / weights), load_file(b / weights)
-    return x.keys() == y.keys() and all(torch.allclose(x[k], y[k], atol=1e-6) for k in x)
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
 
 
 def test_python_pretrain_takes_a_preset_and_a_settings_file_as_the_command_does(

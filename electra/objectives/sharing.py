@@ -20,6 +20,8 @@ The modern family has no embedding projection, so a generator that shares its ta
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -28,24 +30,28 @@ from electra.errors import ElectraError
 from electra.model.configs import AnyModelConfig
 from electra.model.family import encoder_of, family_of
 
+# GDES's piece of a family: its `Family` field, the setting that needs it, what it is, the remedy.
+GDES = ("gdes_embeddings", "objective.sharing=gdes", "GDES embeddings")
+GDES_INSTEAD = "use objective.sharing=embeddings or none"
+
 
 def disentangled(cfg: AnyModelConfig, source: nn.Module) -> nn.Module:
     """The GDES embeddings of `cfg`'s family over the generator's embeddings `source`."""
-    gdes = family_of(cfg).gdes_embeddings
-    if gdes is None:
-        raise ElectraError(
-            f"objective.sharing=gdes: the {family_of(cfg).title} family has no GDES embeddings; "
-            "use objective.sharing=embeddings or none"
-        )
-    return gdes(cfg, source)
+    return family_piece(cfg, *GDES, GDES_INSTEAD)(cfg, source)
 
 
-def check_family_piece(run: RunConfig, piece: str, setting: str, what: str, instead: str) -> None:
-    """Refuses `setting`, before anything is written, where the run's family has no `piece` (the
-    `Family` field of an objective's piece: `gdes_embeddings`, `copy_gate`, `cloze_towers`)."""
-    family = family_of(run.model)
+def family_piece(cfg: AnyModelConfig, piece: str, setting: str, what: str, instead: str) -> Any:
+    """The `piece` of `cfg`'s family (the `Family` field of an objective's piece:
+    `gdes_embeddings`, `copy_gate`, `cloze_towers`); `setting` refused where it has none."""
+    family = family_of(cfg)
     if getattr(family, piece) is None:
         raise ElectraError(f"{setting}: the {family.title} family has no {what}; {instead}")
+    return getattr(family, piece)
+
+
+def check_family_piece(run: RunConfig, *piece: str) -> None:
+    """`family_piece`'s refusal, made before anything is written."""
+    family_piece(run.model, *piece)
 
 
 def plain(model: nn.Module) -> nn.Module:
@@ -70,13 +76,7 @@ def check_generator_fits(run: RunConfig) -> None:
     `all`) must have the discriminator's width."""
     sharing = run.objective.sharing
     if sharing == "gdes":
-        check_family_piece(
-            run,
-            "gdes_embeddings",
-            "objective.sharing=gdes",
-            "GDES embeddings",
-            "use objective.sharing=embeddings or none",
-        )
+        check_family_piece(run, *GDES, GDES_INSTEAD)
     hidden = generator_config(run.model, run.objective).hidden_size
     family = family_of(run.model)
     if not family.shares_at_full_width or sharing == "none":
