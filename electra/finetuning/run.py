@@ -348,8 +348,10 @@ def _train_seed(job: _Job, seed: int, seed_dir: Path) -> tuple[dict, list[dict]]
     model = task.build_model(job.model_cfg)
     if not cfg.random_init:
         missing, unexpected = model.load_state_dict(job.encoder_state, strict=False)
-        prefix = f"{model.base_model_prefix}."  # every encoder weight loads; the head is new
-        assert not unexpected and all(not k.startswith(prefix) for k in missing)
+        # Every encoder weight loads; the head is new, a pooler (BERT's) its first layer.
+        prefix = f"{model.base_model_prefix}."
+        encoder = [k for k in missing if k.startswith(prefix) and ".pooler." not in f".{k}"]
+        assert not unexpected and not encoder, (unexpected, encoder)
     model = runtime.prepare(model)
     losses = train_model(task, model, job.train_data, cfg, runtime, seed)
     scores, predictions = evaluate_sets(task, model, job.dev, job.dev_data, runtime)

@@ -46,6 +46,7 @@ from electra.model.hf_names import (
     default_model_type,
     folder_families,
     folder_names,
+    hf_names,
     model_config_from_hf,
     names_of,
 )
@@ -56,9 +57,9 @@ def architectures() -> dict[str, type[nn.Module]]:
     class names, which are HF's where HF has the class), over every family registered now."""
     found: dict[str, type[nn.Module]] = {}
     for family in families().values():
-        names = folder_names(family)
-        found[names.discriminator] = family.pretraining
-        found[names.generator] = family.masked_lm
+        for names in folder_names(family):
+            found[names.discriminator] = family.pretraining
+            found[names.generator] = family.masked_lm
     return found
 
 
@@ -168,13 +169,18 @@ def read_model_config(
         raise ElectraError(f"cannot read {file}: {e}") from None
     if not isinstance(raw, dict):
         raise ElectraError(f"{file} is not a JSON object")
+    if raw.get("auto_map"):
+        raise ElectraError(
+            f"{file} names custom code (auto_map: {', '.join(sorted(raw['auto_map']))}), which "
+            "electra does not run: use a model of a transformers type "
+            f"({', '.join(folder_families())})"
+        )
     model_type = raw.get("model_type", default_model_type())
     known = folder_families()
     if model_type not in known:
-        titles = " nor ".join(f"{with_article(f.title)} one" for f in families().values())
         raise ElectraError(
-            f"{file} is a {model_type!r} model, not {titles}: pass a "
-            f"model folder of model_type {' or '.join(known)}"
+            f"{file} is a {model_type!r} model, which electra does not run: pass a model folder "
+            f"of model_type {', '.join(known)}"
         )
     family = known[model_type]
     arch = folder_class(raw, family)
@@ -219,19 +225,33 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
     state = {k: v for k, v in state.items() if k not in family.dropped_keys}
     if name == family.generator and family.tied:
         out, table_name = family.tied
-        table = state.get(table_name)
-        head = state.setdefault(out, table)
+        table, head = state.get(table_name), state.get(out)
         if table is not None and head is not None and not torch.equal(head, table):
             raise ElectraError(
                 f"{source}: {out} differs from the token embeddings; an untied output layer is "
                 "not supported (electra ties it to the embedding table)"
             )
+    state = with_tied_copies(state, model)
     rtd = [f.discriminator for f in folder_families().values() if f.discriminator_as]
     weight = state.get("classifier.weight")
     if name in rtd and weight is not None and weight.shape[0] == len(RTD_LABELS):
         bias = state["classifier.bias"]
         state["classifier.weight"] = (weight[1] - weight[0])[None]
         state["classifier.bias"] = (bias[1] - bias[0])[None]
+    return state
+
+
+def with_tied_copies(state: dict[str, torch.Tensor], model: nn.Module) -> dict:
+    """`state` with the names of tied weights that `transformers` leaves out of a file (a masked
+    LM's output weight and bias) filled from the weight each is tied to in `model`."""
+    names: dict[int, list[str]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        names.setdefault(id(tensor), []).append(name)
+    state = dict(state)
+    for tied in names.values():
+        if given := next((n for n in tied if n in state), None):
+            for name in tied:
+                state.setdefault(name, state[given])
     return state
 
 
@@ -318,7 +338,9 @@ def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
 
 
 def _mlm_families() -> list[tuple[Family, HFNames]]:
-    return [(f, f.hf) for f in families().values() if f.hf and f.hf.discriminator_as]
+    return [
+        (f, names) for f in families().values() for names in hf_names(f) if names.discriminator_as
+    ]
 
 
 def _mlm_classes() -> str:
@@ -340,7 +362,9 @@ def pair_dirs(path: str | Path) -> tuple[Path, Path]:
         )
     if not (is_model_dir(disc) and is_model_dir(gen)):
         pairs = " or ".join(
-            f.title for f in families().values() if f.hf and not f.hf.discriminator_as
+            f.title
+            for f in families().values()
+            if any(not names.discriminator_as for names in hf_names(f))
         )
         raise ElectraError(
             f"{path} must hold discriminator/ and generator/ model folders (as `electra export` "

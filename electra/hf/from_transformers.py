@@ -72,6 +72,7 @@ def encoder_sources() -> dict[str, str]:
             (family.encoder, ""),
             *((h.hf_class, h.description) for h in family.heads),
             *((h.ours, h.description) for h in family.heads),
+            *family.other_encoders,
         )
     }
 
@@ -80,14 +81,15 @@ PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "r
 
 
 class _Encoder(nn.Module):
-    """The encoder under its family's prefix (`electra.`, `model.`), as every head holds it: what
-    the weights of a folder are checked against."""
+    """The encoder under its family's prefix (`electra.`, `model.`, `bert.`), as every head holds
+    it: what the weights of a folder are checked against."""
 
     def __init__(self, cfg: AnyModelConfig):
         super().__init__()
         self.config = cfg
-        self.prefix = family_of(cfg).pretraining.base_model_prefix
-        setattr(self, self.prefix, family_of(cfg).encoder(cfg))
+        network = family_of(cfg).pretraining(cfg)
+        self.prefix = network.base_model_prefix
+        setattr(self, self.prefix, encoder_of(network))
 
 
 def load_encoder(path: str | Path) -> tuple[AnyModelConfig, dict, tokenizers.Tokenizer, Path]:
@@ -122,8 +124,10 @@ def load_hf_encoder(
     if bare and not any(k.startswith(f"{prefix}.") for k in state):
         state = {f"{prefix}.{k}": v for k, v in state.items()}  # a base model's names
     state = fit_state_dict(state, holder, path)  # drops the buffers older versions saved
-    if not bare:
-        state = {k: v for k, v in state.items() if k.startswith(f"{prefix}.")}
+    # A pooler (BERT's, RoBERTa's) is a head's first layer: left behind with the head.
+    pooler = f"{prefix}.pooler."
+    state = {k: v for k, v in state.items() if bare or k.startswith(f"{prefix}.")}
+    state = {k: v for k, v in state.items() if not k.startswith(pooler)}
     if problem := misfit(holder, state, weights_file(path).name):
         raise ElectraError(
             f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "

@@ -104,8 +104,13 @@ class Family:
     gdes_embeddings: Any = None
     copy_gate: Any = None
     cloze_towers: Any = None
-    # Its Hugging Face side (`electra.model.hf_names.HFNames`); None: no export or import.
+    # Its Hugging Face side (`electra.model.hf_names.HFNames`), a tuple of them for a family of
+    # several `transformers` model types (its config's `model_type` picks one); None: no export
+    # or import.
     hf: Any = None
+    # The generator's depth, as a fraction of the discriminator's, where the family shares its
+    # token table at full width and only the depth can make the generator smaller.
+    generator_layers_fraction: float = 1 / 3
     # What it is, in `--model.arch`'s help ("BERT's, ELECTRA's own"); "" none.
     summary: str = ""
 
@@ -164,13 +169,21 @@ def _check_new(family: Family) -> None:
             f"family {family.name!r}: the preset name {clash!r} is taken by family "
             f"{taken[clash]!r}; give the preset another name"
         )
-    types = {f.hf.model_type if f.hf is not None else f.name: f.name for f in others}
-    model_type = family.hf.model_type if family.hf is not None else family.name
-    if model_type in types:
+    types = {t: f.name for f in others for t in _model_types(f)}
+    model_type = next((t for t in _model_types(family) if t in types), None)
+    if model_type is not None:
         raise ElectraError(
             f"family {family.name!r}: the model_type {model_type!r} is taken by family "
             f"{types[model_type]!r} (its model folders would be read as that family's)"
         )
+
+
+def _model_types(found: Family) -> tuple[str, ...]:
+    """The `model_type`s of a family's folders (its name where it has no HF names)."""
+    if found.hf is None:
+        return (found.name,)
+    names = found.hf if isinstance(found.hf, tuple) else (found.hf,)
+    return tuple(n.model_type for n in names)
 
 
 def families() -> dict[str, Family]:

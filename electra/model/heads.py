@@ -10,11 +10,14 @@ from typing import Any
 
 from electra.errors import ElectraError
 from electra.model.family import families, family_of
+from electra.model.hf_names import hf_families
 
 
 def head_classes() -> tuple[str, ...]:
-    """The class names of every registered family's heads: what a fine-tuned folder may hold."""
-    return tuple(cls.__name__ for f in families().values() for cls in f.heads.values())
+    """The class names of every registered family's heads: what a fine-tuned folder may hold
+    (a family of several model types has a class per type, named as its HF names say)."""
+    ours = tuple(cls.__name__ for f in families().values() for cls in f.heads.values())
+    return ours + tuple(h.ours for names in hf_families().values() for h in names.heads)
 
 
 def build_head(kind: str, cfg: Any, *args: Any) -> Any:

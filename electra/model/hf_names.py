@@ -71,12 +71,23 @@ class HFNames:
     # The config key whose value is the tokenizer's `model_max_length` in a model folder (what
     # HF's pipelines truncate to); "" keeps BERT's 512, as ELECTRA's folders always had.
     max_length_key: str = ""
+    # `max_length_of(config) -> int`, where the length is computed from the config (RoBERTa's
+    # positions start after the padding id); it overrides `max_length_key`.
+    max_length_of: Callable[[dict[str, Any]], int] | None = None
+    # `config_values(model_config) -> dict`: the config.json keys of a model config where they
+    # are not its fields by name (a family running `transformers`' classes has `transformers`
+    # write them); None: its fields but `arch`.
+    config_values: Callable[[Any], dict[str, Any]] | None = None
     # `read_config(raw, file)`: the family's config from a `config.json` (`raw`, read from
     # `file`), where more than its fields by name (`config_from_fields`): other versions'
     # spellings, settings refused. Plain data, no torch.
     read_config: Callable[[dict[str, Any], Path], Any] | None = None
     # Weights older `transformers` versions saved that carry no learned state: dropped on load.
     dropped_keys: tuple[str, ...] = ()
+    # Other `transformers` classes whose folders hold the encoder under the family's prefix, and
+    # what of theirs fine-tuning leaves behind (BERT's `BertForPreTraining`: its MLM and
+    # next-sentence heads).
+    other_encoders: tuple[tuple[str, str], ...] = ()
     # Our model classes that no `transformers` class takes, and why (an export's refusal).
     unexported: tuple[tuple[str, str], ...] = ()
     # An exported model card's title ("" the family's title).
@@ -109,6 +120,8 @@ class HFNames:
 
     def tokenizer_max_length(self, config: dict[str, Any]) -> int:
         """The `model_max_length` of the tokenizer of a model folder whose config is `config`."""
+        if self.max_length_of is not None:
+            return self.max_length_of(config)
         return int(config[self.max_length_key]) if self.max_length_key else 512
 
     def task_head(self, hf_class: str) -> TaskHead:
@@ -133,7 +146,10 @@ class HFNames:
         other `transformers` versions (`derived_keys`), the special-token ids (`special`, a
         `SpecialIds`, else those of `tokenizer`, a `tokenizers.Tokenizer`), then `extra`
         (labels)."""
-        values = {k: v for k, v in asdict(model_config).items() if k != "arch"}
+        if self.config_values is not None:
+            values = self.config_values(model_config)
+        else:
+            values = {k: v for k, v in asdict(model_config).items() if k != "arch"}
         ids = {}
         if (tokenizer is not None or special is not None) and self.token_id_keys:
             if special is None:
@@ -152,24 +168,34 @@ class HFNames:
         }
 
 
+def hf_names(found: Family) -> tuple[HFNames, ...]:
+    """The Hugging Face names of a family, one per `model_type` it runs (a family may run several,
+    as the hf family runs `transformers`' types: its `hf` is then a tuple); () for none."""
+    if found.hf is None:
+        return ()
+    return found.hf if isinstance(found.hf, tuple) else (found.hf,)
+
+
 def hf_families() -> dict[str, HFNames]:
     """The Hugging Face side of each registered family that has one, by `model_type`."""
-    return {f.hf.model_type: f.hf for f in families().values() if f.hf is not None}
+    return {names.model_type: names for f in families().values() for names in hf_names(f)}
 
 
-def folder_names(found: Family) -> HFNames:
-    """The names a model folder of the family `found` is written and read under: its Hugging Face
+def folder_names(found: Family) -> tuple[HFNames, ...]:
+    """The names model folders of the family `found` are written and read under: its Hugging Face
     names, or for a family without, its own (`model_type` its name, the classes ours, no task
     heads of HF's): a folder that electra reads and `transformers` does not."""
     if found.hf is not None:
-        return found.hf
-    return HFNames(
-        model_type=found.name,
-        discriminator=_class_name(found, "pretraining"),
-        generator=_class_name(found, "masked_lm"),
-        tied=(),  # our own folders hold the tied output weight under its own name too
-        encoder=_class_name(found, "encoder"),
-        heads=(),
+        return hf_names(found)
+    return (
+        HFNames(
+            model_type=found.name,
+            discriminator=_class_name(found, "pretraining"),
+            generator=_class_name(found, "masked_lm"),
+            tied=(),  # our own folders hold the tied output weight under its own name too
+            encoder=_class_name(found, "encoder"),
+            heads=(),
+        ),
     )
 
 
@@ -181,23 +207,32 @@ def _class_name(found: Family, field: str) -> str:
 
 def folder_families() -> dict[str, HFNames]:
     """`folder_names` of every registered family, by the `model_type` its folders have."""
-    return {names.model_type: names for names in map(folder_names, families().values())}
+    return {names.model_type: names for f in families().values() for names in folder_names(f)}
 
 
 def names_of(model_config: Any) -> HFNames:
-    """The names a model folder of `model_config` is written under (`folder_names`)."""
-    return folder_names(family_of(model_config))
+    """The names a model folder of `model_config` is written under (`folder_names`; of a family
+    of several types, the one its `model_type` names)."""
+    return _pick(folder_names(family_of(model_config)), model_config)
+
+
+def _pick(names: tuple[HFNames, ...], model_config: Any) -> HFNames:
+    if len(names) == 1:
+        return names[0]
+    return next(n for n in names if n.model_type == model_config.model_type)
 
 
 def family_of_type(model_type: str) -> Family:
     """The family whose model folders have `model_type` (`folder_families`' key)."""
-    return next(f for f in families().values() if folder_names(f).model_type == model_type)
+    return next(
+        f for f in families().values() if any(n.model_type == model_type for n in folder_names(f))
+    )
 
 
 def default_model_type() -> str:
     """What a `config.json` without `model_type` is: the default family's (folders written before
     families existed are ELECTRA's)."""
-    return folder_names(families()[DEFAULT_FAMILY]).model_type
+    return folder_names(families()[DEFAULT_FAMILY])[0].model_type
 
 
 def model_config_from_hf(raw: dict[str, Any], file: Path) -> Any:
@@ -244,4 +279,4 @@ def hf_of(model_config: Any) -> HFNames:
             "its models cannot be written for or read from `transformers`; use its run folder "
             "or fine-tuned folder with electra itself"
         )
-    return family.hf
+    return _pick(hf_names(family), model_config)
