@@ -16,6 +16,12 @@ clipping, on the same random token batches, and are timed in alternation in one 
 `benchmarks/modern_peers.py` wires from `transformers`' ModernBERT classes: `careful`, the same
 hand-wired RTD loop, and `hf-mlm`, an MLM step of `ModernBertForMaskedLM` at the discriminator's size.
 
+`--arch hf` times the hf family (`transformers`' own modules; default `hf-small`: `small`'s
+encoder sizes as a BERT, its generator the family's rule, full width and half depth, sharing the
+token table) against `native`, our ELECTRA family at the very same shapes (embeddings at full
+width, the same generator), and `careful`, the same hand-wired RTD loop on the type's
+`...ForMaskedLM` and `...ForTokenClassification` with one label.
+
 `--attention flex|varlen` runs ours on the modern family's other attention paths
 (`electra.model.attention`, `train.attention`; CUDA, varlen in bf16); the peers keep SDPA.
 
@@ -241,7 +247,87 @@ def common_peer(cfg, device):
     return step
 
 
+def native_config(cfg):
+    """`cfg` with its hf encoder as our ELECTRA family's at the same shapes: embeddings at full
+    width (a BERT has no projection), the same objective and so the same generator."""
+    from electra.model.electra.config import ElectraModelConfig
+    from electra.model.hf.config import SIZE_FIELDS
+
+    m = cfg.model
+    sizes = {name: getattr(m, name) for name in SIZE_FIELDS}
+    return replace(cfg, model=ElectraModelConfig(**sizes, embedding_size=m.hidden_size))
+
+
+def native(cfg, device):
+    """Our ELECTRA family's step (`ours`) at the hf run's shapes (`native_config`)."""
+    return ours(native_config(cfg), device)
+
+
+def hf_type_pair(cfg, device):
+    """The type's `...ForMaskedLM` (the generator) and `...ForTokenClassification` with one label
+    (the discriminator), built as `transformers` builds them from config (SDPA where the type has
+    it), the generator on the discriminator's embeddings, its decoder re-tied to their table."""
+    import transformers
+
+    from electra.model.hf.config import hf_values
+    from electra.model.hf.types import TYPES
+
+    kind = TYPES[cfg.model.model_type]
+    attention = {"attn_implementation": "sdpa"} if kind.sdpa else {}
+
+    def build(auto, m, **extra):
+        config = transformers.AutoConfig.for_model(m.model_type, **hf_values(m), **extra)
+        return getattr(transformers, auto).from_config(config, **attention)
+
+    disc = build("AutoModelForTokenClassification", cfg.model, num_labels=1)
+    gen = build("AutoModelForMaskedLM", generator_config(cfg.model, cfg.objective))
+    base = getattr(disc, kind.base)
+    getattr(gen, kind.base).embeddings = base.embeddings
+    out, _ = kind.tied
+    owner, _, name = out.rpartition(".")
+    setattr(gen.get_submodule(owner), name, base.embeddings.word_embeddings.weight)
+    return gen.to(device).train(), disc.to(device).train(), kind
+
+
+def careful_hf(cfg, device):
+    """The careful peer's loop on `hf_type_pair`: generator logits only at the masked positions."""
+    gen, disc, kind = hf_type_pair(cfg, device)
+    models = torch.nn.ModuleList([gen, disc])
+    optimizer = build_optimizer(param_groups(models, cfg.train.weight_decay), cfg.train, device)
+    params = list(models.parameters())
+    o = cfg.objective
+    n_slots = o.num_predictions(cfg.data.seq_len)
+
+    def losses(batch):
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        with autocast(device, cfg.train.precision):
+            m = mask_tokens(ids, mask, SPECIAL, o, n_slots, cfg.model.vocab_size)
+            hidden = getattr(gen, kind.base)(m.input_ids, attention_mask=mask).last_hidden_state
+            picked = hidden.gather(1, m.positions[..., None].expand(-1, -1, hidden.shape[-1]))
+            for head in kind.mlm_head:
+                picked = getattr(gen, head)(picked)
+            logits = picked.float()
+            mlm_loss = F.cross_entropy(logits.flatten(0, 1), m.targets.flatten())
+            sampled = gumbel_sample(logits, o.temperature)
+            corrupted = ids.scatter(1, m.positions, sampled)
+            labels = (corrupted != ids).float()
+            disc_logits = disc(corrupted, attention_mask=mask).logits.squeeze(-1).float()
+            disc_loss = F.binary_cross_entropy_with_logits(disc_logits, labels)
+            return o.gen_weight * mlm_loss + o.disc_weight * disc_loss
+
+    losses = compiled(losses, cfg)
+
+    def step(batch):
+        losses(batch).backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 IMPLEMENTATIONS = {"ours": ours, "careful": careful_peer, "common": common_peer}
+HF = {"ours": ours, "native": native, "careful": careful_hf}
 # What the modern peers share with the electra ones (modern_peers.py does not import this script).
 TOOLS = SimpleNamespace(
     special=SPECIAL, autocast=autocast, gumbel_sample=gumbel_sample, compiled=compiled
@@ -249,8 +335,8 @@ TOOLS = SimpleNamespace(
 MODERN = {"ours": ours} | {
     name: functools.partial(build, tools=TOOLS) for name, build in MODERN_IMPLEMENTATIONS.items()
 }
-FAMILIES = {"electra": IMPLEMENTATIONS, "modernbert": MODERN}
-DEFAULT_PRESET = {"electra": "small", "modernbert": "modern-small"}
+FAMILIES = {"electra": IMPLEMENTATIONS, "modernbert": MODERN, "hf": HF}
+DEFAULT_PRESET = {"electra": "small", "modernbert": "modern-small", "hf": "hf-small"}
 
 
 def implementations(arch):
@@ -259,9 +345,12 @@ def implementations(arch):
 
 def useful_flops(cfg, name):
     """The step's model FLOPs (`model_flops_per_step`); hf-mlm's are the MLM objective's on the
-    discriminator alone (its vocabulary head counted at the masked slots, as ours would)."""
+    discriminator alone (its vocabulary head counted at the masked slots, as ours would); native's
+    are its own family's count at the hf run's shapes."""
     if name == "hf-mlm":
         cfg = replace(cfg, objective=replace(cfg.objective, name="mlm"))
+    if name == "native":
+        cfg = native_config(cfg)
     return model_flops_per_step(cfg)
 
 
@@ -324,7 +413,7 @@ def measure_memory(args, name):
     cfg = run_config(args)
     device = torch.device(args.device)
     data = batches(cfg, device)
-    if name != "ours":
+    if name != "ours" or args.arch == "hf":
         import transformers  # noqa: F401 - imported before the baseline, like torch
 
         if name == "common":
@@ -370,10 +459,13 @@ def main() -> None:
         "--arch",
         choices=list(FAMILIES),
         default="electra",
-        help="the architecture family: electra (ours, careful, common) or modernbert (ours, "
-        "careful, hf-mlm)",
+        help="the architecture family: electra (ours, careful, common), modernbert (ours, "
+        "careful, hf-mlm) or hf (ours, native, careful)",
     )
-    p.add_argument("--preset", help="default: small, or modern-small with --arch modernbert")
+    p.add_argument(
+        "--preset",
+        help="default: small, modern-small with --arch modernbert, hf-small with --arch hf",
+    )
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
@@ -405,7 +497,7 @@ def main() -> None:
     p.add_argument(
         "--impls",
         nargs="+",
-        choices=list(IMPLEMENTATIONS | MODERN),
+        choices=list(IMPLEMENTATIONS | MODERN | HF),
         help="default: every implementation of --arch",
     )
     p.add_argument("--warmup", type=int, default=3)

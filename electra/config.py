@@ -289,6 +289,9 @@ class TrainConfig(OptimConfig, RuntimeConfig):
     # Hugging Face's), or a Hugging Face ModernBertForMaskedLM folder continued with RTD, instead
     # of random weights; the architecture comes from their configs.
     init_from: str | None = None
+    # With `init_from` one model folder: the generator's masked-LM folder (the same model type and
+    # tokenizer), instead of the folder's lower layers.
+    generator_from: str | None = None
     tensorboard: bool = True  # curves in RUN/tensorboard
     # Under torchrun: ddp (a replica per process) or fsdp (parameters, gradients and optimizer
     # state sharded over the processes, for models that do not fit one device).
@@ -298,7 +301,7 @@ class TrainConfig(OptimConfig, RuntimeConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        none_for_unset(self, {"stop_after": 0, "init_from": ""})
+        none_for_unset(self, {"stop_after": 0, "init_from": "", "generator_from": ""})
         if self.parallel not in PARALLEL_MODES:
             raise ElectraError(
                 f"train.parallel={self.parallel!r}: use {' or '.join(PARALLEL_MODES)}"

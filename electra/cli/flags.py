@@ -71,6 +71,7 @@ PRETRAIN_ALIASES = {
     "train.cuda_graph": "--cuda-graph",
     "train.attention": "--attention",
     "train.init_from": "--init-from",
+    "train.generator_from": "--generator-from",
 }
 _CONFIG_FLAG = "config_flag:"  # the prefix of a generated flag's dest, to find them again
 

@@ -1,6 +1,7 @@
 """Train a tokenizer (BERT-style WordPiece, RoBERTa-style byte-level BPE, or a SentencePiece-style
 Unigram as DeBERTa-v3's); load any `tokenizers` tokenizer (WordPiece, BPE, Unigram) from a
-tokenizer.json, a folder or a BERT vocab.txt; save a folder HF reads.
+tokenizer.json, a folder, a BERT vocab.txt or a SentencePiece model (converted by transformers:
+electra/data/spm_model.py); save a folder HF reads, always with a tokenizer.json.
 
 The tokenizer is the only source of special-token ids in the project: everything else asks
 `special_ids(tok)` (or reads a data folder's meta) rather than assuming [PAD] is 0; the roles and
@@ -39,6 +40,7 @@ from electra.data.specials import (
     remember,
     remembered,
 )
+from electra.data.spm_model import SPM_FILES, convert_spm, spm_file
 from electra.errors import ElectraError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -69,10 +71,12 @@ def special_ids(tok: Tokenizer, source: str = "") -> SpecialIds:
 
 def tokenizer_special_ids(path: Path | str, tok: Tokenizer) -> SpecialIds:
     """The special ids of the tokenizer loaded from `path`: as its folder's tokenizer_config.json
-    or special_tokens_map.json names them, else by their known spellings."""
+    or special_tokens_map.json names them (or, for a converted SentencePiece model, as
+    transformers' class does), else by their known spellings."""
     file = resolve_tokenizer_file(path)
     folder = folder_of(file)
-    return find_special_ids(tok, configured_tokens(folder) if folder else None, str(file))
+    named = {**(remembered(tok) or {}), **(configured_tokens(folder) if folder else {})}
+    return find_special_ids(tok, named, str(file))
 
 
 def _check_bert_specials(tok: Tokenizer) -> None:
@@ -257,45 +261,57 @@ def _line_batches(paths: list[Path]) -> Iterator[list[str]]:
 
 
 def load_tokenizer(path: Path | str) -> Tokenizer:
-    """Load a folder holding tokenizer.json (preferred) or vocab.txt, or either file directly."""
+    """Load a folder holding tokenizer.json (preferred), vocab.txt or a SentencePiece model
+    (`SPM_FILES`, converted as transformers converts it), or one of these files directly."""
     path = resolve_tokenizer_file(path)
     if path.name.endswith(".txt"):
         return _load_vocab_txt(path)
-    try:
-        tok = Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers raises plain Exception on bad JSON
-        raise ElectraError(f"cannot read tokenizer {path}: {str(e).splitlines()[0]}") from None
+    roles: dict[str, str] = {}
+    if path.name in SPM_FILES:
+        tok, roles = convert_spm(path)
+    else:
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises plain Exception on bad JSON
+            raise ElectraError(f"cannot read tokenizer {path}: {str(e).splitlines()[0]}") from None
     # A hub tokenizer.json may pad or truncate: packing needs every line's ids, unpadded.
     if tok.padding or tok.truncation:
         tok.no_padding()
         tok.no_truncation()
-    return _remember_roles(tok, path)
+    return _remember_roles(tok, path, roles)
 
 
-def _remember_roles(tok: Tokenizer, file: Path) -> Tokenizer:
-    """`tok` carrying the roles its folder's config files name, so that `special_ids(tok)` is
+def _remember_roles(tok: Tokenizer, file: Path, roles: dict[str, str] | None = None) -> Tokenizer:
+    """`tok` carrying the roles its folder's config files name (over `roles`, those transformers'
+    class gave a converted SentencePiece model), so that `special_ids(tok)` is
     `tokenizer_special_ids(file, tok)` wherever the tokenizer goes (a model folder written by
     `save_tokenizer` names its own spellings, `<|endoftext|>` as pad say)."""
     folder = folder_of(file)
-    return remember(tok, configured_tokens(folder)) if folder else tok
+    named = {**(roles or {}), **(configured_tokens(folder) if folder else {})}
+    return remember(tok, named) if named else tok
 
 
 def resolve_tokenizer_file(path: Path | str) -> Path:
-    """The tokenizer.json or vocab.txt that `path` (the file, or a folder holding it) means."""
+    """The tokenizer.json, vocab.txt or SentencePiece model that `path` (the file, or a folder
+    holding it) means; a folder's tokenizer.json first, as transformers reads it first."""
     path = Path(path)
     if path.is_dir():
         if (path / "tokenizer.json").is_file():
             path = path / "tokenizer.json"
         elif (path / "vocab.txt").is_file():
             path = path / "vocab.txt"
+        elif spm := spm_file(path):
+            path = spm
         else:
             raise ElectraError(
-                f"tokenizer folder {path} has neither tokenizer.json nor vocab.txt: "
-                "train one with `electra tokenizer` or point to a BERT/ELECTRA tokenizer folder"
+                f"tokenizer folder {path} has neither tokenizer.json nor vocab.txt (nor a "
+                f"SentencePiece {' or '.join(SPM_FILES)}): train one with `electra tokenizer` or "
+                "point to a BERT/ELECTRA tokenizer folder or a hub model folder"
             )
     elif not path.is_file():
         raise ElectraError(
-            f"tokenizer not found: {path} (give a folder with tokenizer.json or vocab.txt)"
+            f"tokenizer not found: {path} (give a folder with tokenizer.json, vocab.txt or "
+            f"a SentencePiece {' or '.join(SPM_FILES)})"
         )
     return path
 

@@ -16,9 +16,8 @@ is complete or absent.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, is_dataclass, replace
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import tokenizers
@@ -39,14 +38,13 @@ from electra.errors import ElectraError
 from electra.folders.saved_with import check_config, check_tokenizer, saved_with
 from electra.folders.weights import WEIGHT_FILES, read_state_dict, weights_file
 from electra.model.configs import AnyModelConfig
-from electra.model.family import Family, families, family_of
+from electra.model.family import families
 from electra.model.hf_names import (
     RTD_LABELS,
     HFNames,
     default_model_type,
     folder_families,
     folder_names,
-    hf_names,
     model_config_from_hf,
     names_of,
 )
@@ -163,6 +161,20 @@ def read_model_config(
     if callable(allowed):
         allowed = allowed()
     file = path / "config.json"
+    raw = config_json(file)
+    family = folder_families()[raw.get("model_type", default_model_type())]
+    arch = folder_class(raw, family)
+    if allowed is not None and arch not in allowed:
+        raise ElectraError(
+            f"{file}: architecture {written_class(arch)!r} is not supported here "
+            f"(expected one of {', '.join(map(written_class, allowed))})"
+        )
+    return arch, model_config_from_hf(raw, file)
+
+
+def config_json(file: Path) -> dict:
+    """A `config.json` of a model type that a registered family runs, read; custom code and
+    other types refused in one line."""
     try:
         raw = json.loads(file.read_text())
     except (OSError, ValueError) as e:
@@ -182,14 +194,13 @@ def read_model_config(
             f"{file} is a {model_type!r} model, which electra does not run: pass a model folder "
             f"of model_type {', '.join(known)}"
         )
-    family = known[model_type]
-    arch = folder_class(raw, family)
-    if allowed is not None and arch not in allowed:
-        raise ElectraError(
-            f"{file}: architecture {written_class(arch)!r} is not supported here "
-            f"(expected one of {', '.join(map(written_class, allowed))})"
-        )
-    return arch, model_config_from_hf(raw, file)
+    return raw
+
+
+def model_config_of_file(file: Path) -> AnyModelConfig:
+    """The model config a `config.json` file describes (`model.hf_config`: a model from scratch),
+    of whichever family runs its type."""
+    return model_config_from_hf(config_json(file), file)
 
 
 def written_class(arch: str) -> str:
@@ -323,200 +334,21 @@ def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
     roles the folder's tokenizer_config.json names (`load_tokenizer`), so `special_ids` of it is
     `tokenizer_special_ids(path, tokenizer)`."""
     tokenizer = load_tokenizer(path)
-    if tokenizer.get_vocab_size() > cfg.vocab_size:
+    # The highest id, not the count: a vocabulary may have gaps (and added tokens past its end).
+    top = max(vocabulary_of(tokenizer).values(), default=-1)
+    if top >= cfg.vocab_size:
         raise ElectraError(
-            f"the tokenizer in {path} has {tokenizer.get_vocab_size()} tokens but the model only "
-            f"{cfg.vocab_size}: use the tokenizer the model was trained with"
+            f"the tokenizer in {path} gives ids up to {top} ({tokenizer.id_to_token(top)}) but "
+            f"the model has {cfg.vocab_size} (vocab_size): use the tokenizer the model was "
+            "trained with"
         )
     check_tokenizer(path, tokenizer)  # another run's tokenizer of the same size
     return tokenizer
 
 
-# --- continued pretraining: a discriminator + generator pair, or an MLM folder -------------------
-# A family whose discriminator HF has no class for (`HFNames.discriminator_as`) continues RTD from
-# its masked LM's folder, what the hub holds of it; another, from a pair of HF folders.
-
-
-def _mlm_families() -> list[tuple[Family, HFNames]]:
-    return [
-        (f, names) for f in families().values() for names in hf_names(f) if names.discriminator_as
-    ]
-
-
-def _mlm_classes() -> str:
-    """The masked-LM classes whose folders RTD continues from, as messages name them."""
-    return " or ".join(names.generator for _, names in _mlm_families())
-
-
-def pair_dirs(path: str | Path) -> tuple[Path, Path]:
-    path = Path(path)
-    disc, gen = path / "discriminator", path / "generator"
-    if not (is_model_dir(disc) and is_model_dir(gen)) and is_model_dir(path / "mlm"):
-        runs = " or ".join(
-            f"{with_article(names.run_adjective)} (model.arch={f.name})"
-            for f, names in _mlm_families()
-        )
-        raise ElectraError(
-            f"{path} is a run of the mlm objective, not a discriminator/generator pair: {runs} "
-            f"one continues with RTD from its model folder, --init-from {path / 'mlm'}"
-        )
-    if not (is_model_dir(disc) and is_model_dir(gen)):
-        pairs = " or ".join(
-            f.title
-            for f in families().values()
-            if any(not names.discriminator_as for names in hf_names(f))
-        )
-        raise ElectraError(
-            f"{path} must hold discriminator/ and generator/ model folders (as `electra export` "
-            f"writes them, or two Hugging Face {pairs} folders placed so), or be a Hugging Face "
-            f"{_mlm_classes()} folder"
-        )
-    return disc, gen
-
-
-def mlm_source(path: str | Path) -> AnyModelConfig | None:
-    """The config of a masked-LM folder (`_mlm_families`', as `transformers` or our export writes
-    it) that continued pretraining starts from; None for any other path. A run's
-    `discriminator/` or `generator/` given alone is refused, naming the pair folder to give instead
-    (one of a pair would otherwise start both networks)."""
-    path = Path(path)
-    if not is_model_dir(path) or is_model_dir(path / "discriminator"):
-        return None
-    pair = path.parent
-    if path.name in ("discriminator", "generator") and all(
-        is_model_dir(pair / role) for role in ("discriminator", "generator")
-    ):  # a generator continued alone would be a discriminator of the generator's size
-        raise ElectraError(
-            f"{path} is the {path.name} of the pair in {pair}: --init-from {pair} continues the "
-            f"pair (an MLM folder to continue with RTD is a {_mlm_classes()} folder)"
-        )
-    arch, cfg = read_model_config(path, None)  # refused below naming only what is taken
-    family = names_of(cfg)
-    if arch != family.generator or not family.discriminator_as:
-        raise ElectraError(
-            f"{path} holds {with_article(written_class(arch))}: --init-from takes a folder with "
-            "discriminator/ and generator/ (a run or `electra export`), or a Hugging Face "
-            f"{_mlm_classes()} folder"
-        )
-    return cfg
-
-
-def pair_tokenizer_dir(path: str | Path) -> Path:
-    """The folder whose tokenizer the continued run's data must be prepared with."""
-    return Path(path) if mlm_source(path) is not None else pair_dirs(path)[0]
-
-
-def pair_configs(
-    path: str | Path, generator_layers: int | None = None
-) -> tuple[AnyModelConfig, AnyModelConfig]:
-    """The discriminator's and generator's configs, checked to fit together. From an MLM folder
-    (`mlm_source`): its config, and the generator `continuation_generator` makes of it."""
-    if (cfg := mlm_source(path)) is not None:
-        model_tokenizer(Path(path), cfg)  # the tokenizer its weights were trained with
-        return cfg, continuation_generator(cfg, generator_layers, path)
-    disc_dir, gen_dir = pair_dirs(path)
-    (d_arch, d), (g_arch, g) = read_model_config(disc_dir), read_model_config(gen_dir)
-    for folder, cfg in ((disc_dir, d), (gen_dir, g)):  # the tokenizers their weights had
-        model_tokenizer(folder, cfg)
-    family = names_of(d)
-    if (d_arch, g_arch) != (family.discriminator, family.generator):
-        raise ElectraError(
-            f"{path}: expected {with_article(written_class(family.discriminator))} "
-            f"discriminator and {with_article(family.generator)} generator, found "
-            f"{written_class(d_arch)} and {written_class(g_arch)}"
-        )
-    for name in family_of(d).shared_fields:
-        if getattr(d, name) != getattr(g, name):
-            raise ElectraError(
-                f"{path}: the discriminator has {name}={getattr(d, name)} but the generator "
-                f"{getattr(g, name)}; a pair must agree on it to share embeddings"
-            )
-    return d, g
-
-
-def continuation_generator(
-    cfg: AnyModelConfig, layers: int | None, path: str | Path
-) -> AnyModelConfig:
-    """The generator of RTD continued from an MLM-pretrained modern model: the model's width and
-    its lower third of layers (or `layers`), with its MLM head (`load_pair_weights`).
-
-    Why not a fresh smaller one: the modern family has no embedding projection, so a generator
-    that shares the discriminator's token table (`sharing=embeddings`, what continuation uses)
-    has the discriminator's width anyway, and only its depth can be smaller. Its lower layers
-    and its own MLM head, trained together with that table, make a generator that predicts
-    plausible tokens from the first step (a fresh one gives the discriminator noise to detect
-    while it learns), and that is weaker than the full model, as ELECTRA's generator should be
-    (the paper's 1/4 to 1/2 size; DeBERTa-v3 and ModernBERT use a third of the depth)."""
-    n = cfg.num_hidden_layers
-    k = layers or max(1, round(n / 3))
-    if not 1 <= k <= n:
-        raise ElectraError(
-            f"objective.generator_num_hidden_layers={k}: the model in {path} has {n} layers; "
-            f"the generator takes its lower ones, so give at most {n}"
-        )
-    return replace(cfg, num_hidden_layers=k)
-
-
-def load_pair_weights(discriminator: nn.Module, generator: nn.Module, path: str | Path) -> str:
-    """Loads a pair into networks that share embeddings: the discriminator's tables are the shared
-    ones, so the generator's copies of them (and its tied output weight) are left out. From a
-    modern MLM folder, `load_mlm_continuation`. Returns the line that says what the run started
-    from: the folder, the classes read, each network's layers and what was built fresh."""
-    if mlm_source(path) is not None:
-        return load_mlm_continuation(discriminator, generator, Path(path))
-    disc_dir, gen_dir = pair_dirs(path)
-    disc_state = fit_state_dict(read_state_dict(disc_dir), discriminator, disc_dir)
-    load_strict(discriminator, disc_state, disc_dir)
-    gen_state = fit_state_dict(read_state_dict(gen_dir), generator, gen_dir)
-    load_shared_generator(generator, gen_state, gen_dir)
-    (d_arch, _), (g_arch, _) = read_model_config(disc_dir), read_model_config(gen_dir)
-    return (
-        f"started from {path}: discriminator {written_class(d_arch)} "
-        f"({_layers(discriminator)}) from discriminator/, generator {g_arch} "
-        f"({_layers(generator)}) from generator/, sharing the discriminator's embeddings; "
-        "nothing built fresh"
-    )
-
-
-def _layers(model: nn.Module) -> str:
-    n = model.config.num_hidden_layers
-    return f"{n} layer{'' if n == 1 else 's'}"
-
-
-def load_shared_generator(generator: nn.Module, state: dict, source: Path) -> None:
-    """Loads a generator that shares the discriminator's embeddings (already loaded there): its
-    copies of them and its tied output weight are left out of `state`."""
-    prefix = generator.base_model_prefix
-    shared = {k for k in generator.state_dict() if k.startswith(f"{prefix}.embeddings.")}
-    shared.update(names_of(generator.config).tied[:1])
-    state = {k: v for k, v in state.items() if k not in shared}
-    check_fits(generator, state, source, skip=shared)
-    generator.load_state_dict(state, strict=False)
-
-
-def load_mlm_continuation(discriminator: nn.Module, generator: nn.Module, path: Path) -> str:
-    """The MLM model's encoder becomes the discriminator's (its RTD head stays fresh); the
-    generator, of `continuation_generator`'s depth k and sharing the discriminator's token table,
-    takes layers 0..k-1, the final norm and the MLM head (layer i keeps its attention type and
-    theta: the pattern counts from the first layer). Returns `load_pair_weights`' line."""
-    arch, cfg = read_model_config(path)
-    with torch.device("meta"):  # the names and shapes the file must have
-        mlm = architectures()[names_of(cfg).generator](cfg)
-    state = fit_state_dict(read_state_dict(path), mlm, path)
-    check_fits(mlm, state, path)
-    prefix = mlm.base_model_prefix
-    encoder = {k[len(prefix) + 1 :]: v for k, v in state.items() if k.startswith(f"{prefix}.")}
-    getattr(discriminator, prefix).load_state_dict(encoder, strict=True)
-    k = generator.config.num_hidden_layers
-    dropped = re.compile(rf"{prefix}\.layers\.(\d+)\.")
-    kept = {n: v for n, v in state.items() if not ((m := dropped.match(n)) and int(m[1]) >= k)}
-    load_shared_generator(generator, kept, path)
-    n = cfg.num_hidden_layers
-    return (
-        f"started from {path}: {arch}, {_layers(discriminator)}; discriminator: its encoder "
-        f"({_layers(discriminator)}) and a fresh RTD head; generator: its lower {k} of {n} "
-        "layers, its final norm and MLM head, sharing the discriminator's token table"
-    )
+def vocabulary_of(tokenizer: tokenizers.Tokenizer) -> dict[str, int]:
+    """A tokenizer's tokens and ids, added tokens included."""
+    return tokenizer.get_vocab(with_added_tokens=True)
 
 
 def trained_objective(model_path: Path) -> str | None:

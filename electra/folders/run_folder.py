@@ -217,7 +217,12 @@ def check_new_folder(run_dir: Path, overwrite: bool, cfg: RunConfig) -> None:
             "run writes: choose another --out, or remove the folder yourself"
         )
     inside = run_dir.resolve()
-    for name, path in (("data", cfg.data.path), ("train.init_from", cfg.train.init_from)):
+    reads = (
+        ("data", cfg.data.path),
+        ("train.init_from", cfg.train.init_from),
+        ("train.generator_from", cfg.train.generator_from),
+    )
+    for name, path in reads:
         if path and inside in (Path(path).resolve(), *Path(path).resolve().parents):
             raise ElectraError(
                 f"--overwrite would remove {path}, the {name} this run reads: move it out of "

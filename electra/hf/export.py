@@ -114,7 +114,7 @@ def export_hf(
     refuse_without_hf(model_path, step)
     if step is None and is_finetuned(model_path):
         return [export_finetuned(model_path, out, overwrite)]
-    held = ("config.json", "discriminator", "generator", "mlm")  # what an export writes
+    held = ("config.json", "discriminator", "encoder", "generator", "mlm")  # what it writes
     # An existing OUT only with `overwrite`, and only an export; one writer.
     with claim_output(out, overwrite, reads=[model_path], replaces=held):
         if step is not None:
@@ -124,11 +124,34 @@ def export_hf(
             roles = [r for r in ROLES if is_model_dir(model_path / r)]
             dirs = [(model_path / r, r) for r in roles] or [(resolve_model_dir(model_path), "")]
             sources = [(src, role, *load_pretrained(src)) for src, role in dirs]
+        written = []
         with atomic_dir(out, tag="export-tmp") as tmp:
             for src, role, model, tokenizer in sources:
                 check_exportable(model, src)
                 save_pretrained(model, tmp / role if role else tmp, tokenizer)
-    return [out / role if role else out for _, role, _, _ in sources]
+                written.append(role)
+                if role == "discriminator" and hf_of(model.config).discriminator_as:
+                    save_encoder(model, tmp / "encoder", tokenizer)
+                    written.append("encoder")
+    return [out / role if role else out for role in written]
+
+
+def save_encoder(model: nn.Module, folder: Path, tokenizer: tokenizers.Tokenizer) -> None:
+    """A discriminator's encoder as its type's bare model (`BertModel`, `ModernBertModel`, ...),
+    what `AutoModel` loads: where HF has no class for our discriminator, the form a hub user
+    expects beside the token classifier. A pooler the bare model holds (BERT's, RoBERTa's) is
+    as `transformers` initialises it (`HFNames.base_model_state`): RTD trains none."""
+    names, prefix = hf_of(model.config), model.base_model_prefix
+    state = {
+        k[len(prefix) + 1 :]: v.detach().cpu().clone().contiguous()
+        for k, v in model.state_dict().items()
+        if k.startswith(f"{prefix}.")
+    }
+    if names.base_model_state is not None:
+        state = names.base_model_state(model.config, state)
+    config = names.config_json(names.encoder, model.config, tokenizer)
+    folder.mkdir()
+    write_model_files(folder, config, state, tokenizer)
 
 
 def refuse_without_hf(model_path: Path, step: int | None = None) -> None:

@@ -105,6 +105,9 @@ class HFNames:
     import_classifier: Any = None
     # `card_note(pipeline, config) -> list[str]`: the model card's paragraph on the head.
     card_note: Any = None
+    # `base_model_state(model_config, state) -> state`: an encoder's weights (without the prefix)
+    # as the type's bare model holds them, where that has more (BERT's pooler); None: as they are.
+    base_model_state: Any = None
 
     def __getattribute__(self, name: str) -> Any:
         return loaded(self, name)

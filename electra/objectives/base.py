@@ -119,6 +119,9 @@ class Objective(nn.Module):
     # False for an objective without a generator (the MLM baseline), whose generator settings
     # mean nothing.
     has_generator: ClassVar[bool] = True
+    # Whether its networks start from model folders (`train.init_from`): a masked-LM generator,
+    # if any, and a discriminator or an MLM model (Electric's cloze towers do not).
+    continues: ClassVar[bool] = True
 
     def __init__(
         self, cfg: ObjectiveConfig, special: SpecialIds, seq_len: int, **networks: nn.Module

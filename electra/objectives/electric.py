@@ -52,6 +52,7 @@ from electra.objectives.sharing import check_family_piece, check_generator_fits
 
 @register("electric")
 class Electric(Objective):
+    continues = False  # its generator is two cloze towers, not a masked LM: no folder starts it
     generator: nn.Module  # the family's `cloze_towers` (`electra.model.cloze.ClozeTowers`)
     discriminator: nn.Module  # the family's pretraining model: the energy model
 

@@ -94,8 +94,9 @@ def check_generator_fits(run: RunConfig) -> None:
 def generator_width_settings(run: RunConfig) -> dict[str, tuple[float, str]]:
     """The generator shape a run of a family that `shares_at_full_width` takes where the user set
     none and its sharing needs the discriminator's width (a switch of `model.arch` on an ELECTRA
-    preset, whose generator is narrow): full width and, unless one encoder serves both, a third of
-    the depth, the modern presets' shape."""
+    preset, whose generator is narrow): full width and, unless one encoder serves both, the
+    family's `generator_layers_fraction` of the depth (a third for the modern family, the modern
+    presets' shape; half for the hf family, DeBERTa-v3's)."""
     o = run.objective
     if (
         not family_of(run.model).shares_at_full_width
@@ -105,10 +106,12 @@ def generator_width_settings(run: RunConfig) -> dict[str, tuple[float, str]]:
         return {}
     if generator_config(run.model, o).hidden_size == run.model.hidden_size:
         return {}
-    why = f"the {family_of(run.model).title} family shares its token table at full width"
+    family = family_of(run.model)
+    why = f"the {family.title} family shares its token table at full width"
     settings = {"generator_hidden_fraction": (1.0, why)}
     if o.sharing != "all":
-        settings["generator_layers_fraction"] = (1 / 3, "a third of the depth instead")
+        fraction = family.generator_layers_fraction
+        settings["generator_layers_fraction"] = (fraction, f"{fraction:.3g} of the depth instead")
     return settings
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +155,8 @@ def _fill_settings(
     (a seq len the caller set must be the folder's), then the objective's implied settings."""
     from electra.objectives import fill_objective_settings
 
+    if getattr(cfg.model, "hf_config", ""):
+        cfg = _model_from_config_json(cfg, given, say)
     if cfg.data.path and data is None:
         from electra.data.store import PretrainingData
 
@@ -170,6 +172,25 @@ def _fill_settings(
     if change:
         say(change)
     return cfg, data
+
+
+def _model_from_config_json(
+    cfg: RunConfig, given: set[str], say: Callable[[str], None]
+) -> RunConfig:
+    """A new model whose architecture is a `config.json` (`model.hf_config`), of whichever family
+    runs its `model_type` (an ELECTRA or ModernBERT one: the native family), with the `model.*`
+    settings also given over it."""
+    from electra.folders.model_folder import model_config_of_file
+
+    file = Path(cfg.model.hf_config)
+    model = model_config_of_file(file)
+    names = {f.name for f in fields(model)} - {"arch", "hf_config"}
+    given_here = {n: getattr(cfg.model, n) for n in names if f"model.{n}" in given}
+    model = replace(model, **given_here)
+    if hasattr(model, "hf_config"):
+        model = replace(model, hf_config=str(file))
+    say(f"model: {model.arch} family, from {file}")
+    return replace(cfg, model=model)
 
 
 def _with_folder(
@@ -243,17 +264,28 @@ def document_mask(cfg: RunConfig) -> bool:
 
 
 def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
-    """Continued pretraining: the pair's configs replace the preset's architecture, and the data
-    must have been prepared with the pair's tokenizer. `train.init_from` may also be a Hugging
-    Face masked-LM folder of a family that continues from one: its encoder becomes the
-    discriminator (with a fresh RTD head) and its lower layers and MLM head the generator, at its
-    width and sharing its token table (`electra.folders.model_folder.continuation_generator` says
-    why; the depth is a third, or `objective.generator_num_hidden_layers`)."""
+    """Continued pretraining: the folders' configs replace the preset's architecture, and the data
+    must have been prepared with their tokenizer. `train.init_from` is a pair, or one model folder
+    of a family that continues from one (`electra.folders.model_folder.one_folder_source`): its
+    encoder starts the run's network, and the generator is `train.generator_from`'s masked LM (a
+    network of its own: sharing none) or the folder's lower layers at its width, sharing its
+    token table (`continuation_generator` says why; the depth is the family's fraction, or
+    `objective.generator_num_hidden_layers`). The objective is the run's own."""
     from electra.data.tokenizer import fingerprint, load_tokenizer
-    from electra.folders.model_folder import pair_configs, pair_tokenizer_dir
+    from electra.folders.continuation import pair_configs, pair_tokenizer_dir
+    from electra.objectives import objective_class
 
-    source = cfg.train.init_from
-    disc, gen = pair_configs(source, cfg.objective.generator_num_hidden_layers)
+    source, generator_from = cfg.train.init_from, cfg.train.generator_from
+    if not objective_class(cfg.objective.name).continues:
+        raise ElectraError(
+            f"objective.name={cfg.objective.name}: its generator is no masked LM, so --init-from "
+            "cannot start it from a folder; continue with the electra or mlm objective"
+        )
+    if generator_from and not objective_class(cfg.objective.name).has_generator:
+        raise ElectraError(
+            f"--generator-from: objective.name={cfg.objective.name} trains no generator; drop it"
+        )
+    disc, gen = pair_configs(source, cfg.objective.generator_num_hidden_layers, generator_from)
     tokenizer_dir = pair_tokenizer_dir(source)
     if fingerprint(load_tokenizer(tokenizer_dir)) != data.meta["tokenizer_fingerprint"]:
         raise ElectraError(
@@ -262,8 +294,7 @@ def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
         )
     objective = replace(
         cfg.objective,
-        name="electra",
-        sharing="embeddings",
+        sharing="none" if generator_from else "embeddings",
         generator_hidden_size=gen.hidden_size,
         generator_num_hidden_layers=gen.num_hidden_layers,
         generator_num_attention_heads=gen.num_attention_heads,

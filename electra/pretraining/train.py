@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.tensor import DTensor
 
@@ -49,7 +50,8 @@ from electra.engine.step import Window
 from electra.engine.tracking import RunLogger
 from electra.errors import ElectraError
 from electra.folders.checkpoint import load_checkpoint, save_checkpoint
-from electra.folders.model_folder import load_pair_weights, save_pretrained
+from electra.folders.continuation import load_pair_weights
+from electra.folders.model_folder import save_pretrained
 from electra.folders.run_folder import drop_metrics_after, take_folder
 from electra.locks import RunLock
 from electra.model.family import encoder_of, families
@@ -235,6 +237,13 @@ class Run:
         return self.runtime.device
 
 
+def continued_networks(objective: nn.Module) -> tuple[nn.Module, nn.Module | None]:
+    """The networks a continued run starts from folders: its main one (the discriminator, or the
+    MLM objective's model) and its masked-LM generator (None without one)."""
+    main = getattr(objective, "discriminator", None) or objective.mlm
+    return main, getattr(objective, "generator", None)
+
+
 def build(
     cfg: RunConfig,
     run_dir: Path,
@@ -255,7 +264,7 @@ def build(
     objective = runtime.prepare(objective)
     if init_from_pair:
         started = load_pair_weights(
-            objective.discriminator, objective.generator, cfg.train.init_from
+            *continued_networks(objective), cfg.train.init_from, cfg.train.generator_from
         )
         if world.is_main:
             print(started, file=sys.stderr)

@@ -23,7 +23,8 @@ from electra.data.prepare import prepare
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
 from electra.engine import progress
 from electra.errors import ElectraError
-from electra.folders.model_folder import load_pretrained, pair_configs, save_pretrained
+from electra.folders.continuation import pair_configs
+from electra.folders.model_folder import load_pretrained, save_pretrained
 from electra.model.electra.modeling import ElectraForPreTraining
 from electra.model.family import encoder_of
 from electra.model.layers import count_parameters, format_count
@@ -341,8 +342,8 @@ def test_init_from_an_hf_masked_lm_says_what_was_built_fresh(tmp_path, capsys):
     [line] = [line for line in err.splitlines() if line.startswith("started from ")]
     assert line == (
         f"started from {folder}: ModernBertForMaskedLM, 3 layers; discriminator: its encoder "
-        "(3 layers) and a fresh RTD head; generator: its lower 1 of 3 layers, its final norm "
-        "and MLM head, sharing the discriminator's token table"
+        "(3 layers) and a fresh RTD head; generator: its lower 1 of 3 layers and its MLM head, "
+        "sharing the discriminator's token table"
     )
     # The generator of that run's pair, given alone, would become a one-layer discriminator.
     with pytest.raises(ElectraError) as e:
@@ -355,20 +356,24 @@ def test_init_from_an_hf_masked_lm_says_what_was_built_fresh(tmp_path, capsys):
     "kind",
     ["ModernBertModel", "ModernBertForSequenceClassification", "ModernBertForTokenClassification"],
 )
-def test_init_from_names_only_the_folders_it_takes(tmp_path, kind):
+def test_init_from_takes_any_folder_holding_the_encoder(tmp_path, kind):
+    """A bare encoder or a fine-tuned head continues too: its encoder starts the discriminator,
+    and the generator is its lower third with a fresh MLM head."""
     from tests.model.modernbert.test_hf import hf_folder
 
     folder, _ = hf_folder(tmp_path, kind)
+    disc, gen = pair_configs(folder)
+    assert (disc.num_hidden_layers, gen.num_hidden_layers) == (3, 1)
+
+
+def test_init_from_names_only_the_folders_it_takes(tmp_path, tiny_pretrained):
+    """A single folder of a family that continues from pairs (ELECTRA's) is refused, naming what
+    --init-from takes: the pair, or one folder of the types that continue alone."""
     with pytest.raises(ElectraError) as e:
-        pair_configs(folder)
+        pair_configs(tiny_pretrained)
     text = str(e.value)
-    assert f"holds a {kind}:" in text  # its article by the word
-    assert "ModernBertForMaskedLM" in text and "discriminator/ and generator/" in text
-    # Only what --init-from takes: no class it refuses, none that `transformers` lacks.
-    for refused in ("ModernBertForPreTraining", "ElectraModel", "not supported here"):
-        assert refused not in text
-    if kind != "ModernBertModel":
-        assert "ModernBertModel" not in text
+    assert "discriminator/ and generator/" in text and "modernbert" in text, text
+    assert "\n" not in text and "not supported here" not in text
 
 
 def test_every_command_takes_no_progress():

@@ -16,7 +16,8 @@ from safetensors.torch import load_file, save_file
 
 from electra.data.tokenizer import fingerprint, load_tokenizer, save_tokenizer, train_tokenizer
 from electra.errors import ElectraError
-from electra.folders.model_folder import load_pretrained, pair_configs, save_pretrained
+from electra.folders.continuation import pair_configs
+from electra.folders.model_folder import load_pretrained, save_pretrained
 from electra.folders.saved_with import CONFIG_KEY, TOKENIZER_KEY
 from electra.hf.export import export_hf
 from electra.model.family import family

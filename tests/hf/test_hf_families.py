@@ -56,7 +56,10 @@ def test_heads_export_to_their_hf_classes():
         "ElectraForQuestionAnswering",
     )
     modern_heads = tuple(n.replace("Electra", "ModernBert") for n in electra_heads)
-    assert (*electra_heads, *modern_heads) == task_heads()  # every family's run as they are
+    bert_heads = tuple(n.replace("Electra", "Bert") for n in electra_heads)
+    heads = task_heads()  # every family's run as they are, the hf family's of each of its types
+    assert heads[:3] == electra_heads and heads[-3:] == modern_heads
+    assert set(bert_heads) < set(heads) and len(heads) == 3 * (2 + 6)
     assert list(encoder_sources())[
         :5
     ] == [  # then the modern family's (tests/model/modernbert/test_hf.py)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import electra.model
 from electra.model.family import families
+from electra.model.hf_names import hf_names
 
 ROOT = Path(electra.model.__file__).resolve().parents[1]  # electra/
 MODEL = ROOT / "model"
@@ -53,8 +54,7 @@ def family_classes(found) -> set[str]:
             for node in ast.walk(ast.parse(file.read_text())):
                 if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                     named.add(node.name)
-    hf = found.hf
-    if hf is not None:
+    for hf in hf_names(found):  # one per model type the family runs
         named |= {hf.discriminator, hf.generator, hf.encoder, hf.discriminator_as}
         named |= {h.hf_class for h in hf.heads} | {h.ours for h in hf.heads}
     return named - {""}
@@ -65,7 +65,7 @@ def known() -> Known:
     packages = {m.name for m in pkgutil.iter_modules([str(MODEL)]) if m.ispkg}
     classes = set().union(*(family_classes(f) for f in registered.values()))
     names = {f.name for f in registered.values()}
-    names |= {f.hf.model_type for f in registered.values() if f.hf is not None}
+    names |= {hf.model_type for f in registered.values() for hf in hf_names(f)}
     return Known(frozenset(classes), frozenset(names), frozenset(packages))
 
 

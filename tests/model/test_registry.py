@@ -56,10 +56,11 @@ def registered():
 
 
 def test_a_later_family_comes_after_the_built_in_ones(registered):
-    assert list(families()) == ["electra", "modernbert", "lean"]
+    assert list(families()) == ["electra", "hf", "modernbert", "lean"]
     assert arch_help() == (
-        "The architecture family: electra (BERT's, ELECTRA's own), modernbert (ModernBERT's; "
-        "docs/pretraining.md §The modern family) or lean (a test's)."
+        "The architecture family: electra (BERT's, ELECTRA's own), hf (any transformers encoder "
+        "by model_type; docs/any-encoder.md), modernbert (ModernBERT's; docs/pretraining.md §The "
+        "modern family) or lean (a test's)."
     )
     pretrain = next(
         a

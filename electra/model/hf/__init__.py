@@ -35,6 +35,7 @@ FAMILY = register_family(
         generator_layers_fraction=0.5,  # DeBERTa-v3's generator: half the depth
         dropout_fields=("hidden_dropout_prob", "attention_probs_dropout_prob"),
         gdes_embeddings=Ref(_MODELING, "gdes_embeddings"),
+        copy_gate=Ref(_MODELING, "TransformersCopyGate"),
         hf=HF,
     )
 )

@@ -8,12 +8,29 @@ model that reads them.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from electra.model.hf.config import HFConfig
-from electra.model.hf.modeling import TransformersNetwork, build_hf
+from electra.model.hf.modeling import TransformersNetwork, build_hf, transformers_config
+
+# The heads' own dropout keys, which the family's `dropout_fields` (what --dropout sets) leave
+# out: DistilBERT's classifier 0.2 and QA 0.1, or a folder's own classifier_dropout.
+_HEAD_DROPOUT = ("classifier_dropout", "cls_dropout", "seq_classif_dropout", "qa_dropout")
+
+
+def head_config(cfg: HFConfig) -> HFConfig:
+    """`cfg` with the head's dropout at the encoder's, so that --dropout means the same on every
+    type (keys left unset already follow it in `transformers`)."""
+    defaults, extra = transformers_config(cfg), cfg.extra
+    keys = [k for k in _HEAD_DROPOUT if k in extra or getattr(defaults, k, None) is not None]
+    if not keys:
+        return cfg
+    extra |= dict.fromkeys(keys, cfg.hidden_dropout_prob)
+    return replace(cfg, hf_extra=json.dumps(extra, sort_keys=True))
 
 
 class TransformersHead(TransformersNetwork):
@@ -24,7 +41,7 @@ class TransformersHead(TransformersNetwork):
 
     def __init__(self, cfg: HFConfig, num_labels: int = 2):
         super().__init__()
-        model = build_hf(cfg, self.auto, num_labels=num_labels)
+        model = build_hf(head_config(cfg), self.auto, num_labels=num_labels)
         self.adopt(cfg, model, calls=False)
         self._hf = (model,)  # a tuple keeps nn.Module from registering it twice
 

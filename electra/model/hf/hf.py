@@ -60,6 +60,7 @@ def _names(kind: HFType) -> HFNames:
         export_state=Ref(_HOOKS, "export_state"),
         import_classifier=Ref(_HOOKS, "import_classifier"),
         card_note=Ref(_HOOKS, "card_note"),
+        base_model_state=Ref("electra.model.hf.modeling", "base_model_state"),
     )
 
 

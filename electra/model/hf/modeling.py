@@ -57,6 +57,12 @@ class EncoderCalls:
     them (type_vocab_size 2 or more)."""
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, positions=None):
+        if attention_mask is not None and attention_mask.dim() == 2:
+            if self.config._attn_implementation == "sdpa":
+                # Given [B, T], transformers reads it back to see whether it pads anything
+                # (`padding_mask.all()`), a host sync per call; a boolean [B, 1, 1, T] mask it
+                # takes as given, and SDPA broadcasts it over heads and queries.
+                attention_mask = attention_mask.bool()[:, None, None, :]
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None and getattr(self.config, "type_vocab_size", 0) >= 2:
             kwargs["token_type_ids"] = token_type_ids
@@ -76,8 +82,8 @@ class TransformersNetwork(nn.Module):
     suffix: ClassVar[str] = ""  # the type's class is f"{prefix}{suffix}"
     _typed: ClassVar[bool] = False
 
-    def __new__(cls, cfg: HFConfig, *args: Any, **kwargs: Any):
-        if not cls._typed:
+    def __new__(cls, cfg: HFConfig | None = None, *args: Any, **kwargs: Any):
+        if not cls._typed:  # (a copy or unpickling calls a typed class, without arguments)
             cls = typed(cls, cfg.model_type)
         return super().__new__(cls)
 
@@ -202,6 +208,21 @@ def gdes_embeddings(cfg: HFConfig, source: nn.Module) -> nn.Module:
     return embeddings
 
 
+class TransformersCopyGate(nn.Module):
+    """All-Tokens MLM's per-token copy gate in the discriminator's head shape: dropout and one
+    linear logit, initialised as `transformers` initialises a token classifier."""
+
+    def __init__(self, cfg: HFConfig):
+        super().__init__()
+        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+        self.classifier = nn.Linear(cfg.hidden_size, 1)
+        nn.init.normal_(self.classifier.weight, std=cfg.initializer_range)
+        nn.init.zeros_(self.classifier.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.dropout(hidden)).squeeze(-1)
+
+
 class _IsLayer(type):
     def __instancecheck__(cls, obj: Any) -> bool:
         kind = type(obj)
@@ -225,3 +246,15 @@ def layerwise_depth(name: str, n: int) -> int:
     if re.match(r"(?:bert|roberta|distilbert|deberta)\.(?!pooler\.)", name):
         raise ElectraError(f"no layer-wise LR depth for parameter {name}")
     return n + 1
+
+
+def base_model_state(cfg: HFConfig, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """An encoder's weights as the type's bare model (`AutoModel`) holds them: with its pooler
+    where it has one, as `transformers` initialises it (no objective here trains a pooler)."""
+    if not TYPES[cfg.model_type].pooler:
+        return state
+    with torch.random.fork_rng():
+        torch.manual_seed(0)  # the same pooler every export
+        model = build_hf(cfg, "AutoModel")
+    pooler = {k: v for k, v in model.state_dict().items() if k.startswith("pooler.")}
+    return {**state, **pooler}

@@ -22,13 +22,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from electra.config import generator_config, preset
 from electra.data.tokenizer import fingerprint, special_ids
 from electra.errors import ElectraError
-from electra.folders.model_folder import (
-    load_pair_weights,
-    load_pretrained,
-    pair_configs,
-    read_model_config,
-    save_pretrained,
-)
+from electra.folders.continuation import load_pair_weights, pair_configs
+from electra.folders.model_folder import load_pretrained, read_model_config, save_pretrained
 from electra.hf.export import export_hf
 from electra.hf.from_transformers import load_encoder
 from electra.model.configs import GLOBAL, LOCAL
@@ -214,7 +209,8 @@ def test_fill_mask_pipeline_agrees_with_ours(pair):
 
 def test_export_of_a_pair_round_trips(pair, tmp_path):
     written = export_hf(pair, tmp_path / "out")
-    assert [p.name for p in written] == ["discriminator", "generator"]
+    # The discriminator also as the bare ModernBertModel, what AutoModel loads.
+    assert [p.name for p in written] == ["discriminator", "encoder", "generator"]
     for role in ("discriminator", "generator"):
         a, _ = load_pretrained(pair / role)
         b, _ = load_pretrained(tmp_path / "out" / role)
@@ -360,10 +356,10 @@ def test_bad_inputs_are_one_line(tmp_path, pair):
     raw = json.loads((folder / "config.json").read_text())
     other = tmp_path / "bert"
     other.mkdir()
-    (other / "config.json").write_text(json.dumps({**raw, "model_type": "bert"}))
+    (other / "config.json").write_text(json.dumps({**raw, "model_type": "gpt2"}))
     with pytest.raises(ElectraError) as e:
         read_model_config(other)
-    assert_one_line(e, str(other / "config.json"), "'bert'", "model_type electra or modernbert")
+    assert_one_line(e, str(other / "config.json"), "'gpt2'", "does not run", "bert", "modernbert")
     # Data longer than the model's positions: refused before anything is built.
     short = tmp_path / "short"
     hf_folder(short, "ModernBertForMaskedLM", max_position_embeddings=8)
@@ -381,10 +377,6 @@ def test_bad_inputs_are_one_line(tmp_path, pair):
     with pytest.raises(ElectraError) as e:
         read_model_config(folder)
     assert_one_line(e, "global_rope_theta=1.0", "4.x and 5.x")
-    # A discriminator folder is no MLM to continue.
-    with pytest.raises(ElectraError) as e:
-        pair_configs(pair / "discriminator")
-    assert_one_line(e, "ModernBertForMaskedLM")
 
 
 def test_cli_continues_an_hf_modernbert_with_rtd_and_fine_tunes_it(tmp_path, capsys):
