@@ -193,6 +193,43 @@ def test_pretrain_throughput_modern(monkeypatch, tmp_path, capsys):
     assert float(capsys.readouterr().out.split()[-1]) >= 0
 
 
+def test_pretrain_throughput_hf(monkeypatch, tmp_path, capsys):
+    """--arch hf times the hf family beside our ELECTRA family at its shapes and the careful loop
+    on the type's own classes, all three with as many parameters (less native's RTD dense)."""
+    out = tmp_path / "hf.json"
+    flags = ["--arch", "hf", "--preset", "hf-tiny", "--batch", 2, "--seq-len", 32]
+    flags += ["--device", "cpu"]
+    run_script(
+        monkeypatch, "pretrain_throughput.py", *flags, "--warmup", 1, "--steps", 1,
+        "--rounds", 1, "--peak-size", 128, "--skip-memory", "--json", out,
+    )  # fmt: skip
+    results = json.loads(out.read_text())
+    assert results["arch"] == "hf" and list(results["impls"]) == ["ours", "native", "careful"]
+    assert results["speedup_vs_careful"] > 0 and results["speedup_vs_native"] > 0
+    sys.path.insert(0, str(BENCH))
+    try:
+        from pretrain_throughput import SPECIAL, hf_type_pair, native_config
+    finally:
+        sys.path.remove(str(BENCH))
+    from electra.config import preset
+    from electra.objectives import build_objective
+
+    cfg = preset("hf-tiny")
+    gen, disc, _ = hf_type_pair(cfg, torch.device("cpu"))
+    native = native_config(cfg)
+
+    def count(model):
+        return sum(p.numel() for p in model.parameters())
+
+    ours = count(build_objective(cfg.model, cfg.objective, SPECIAL, 32))
+    assert count(torch.nn.ModuleList([gen, disc])) == ours
+    h = cfg.model.hidden_size
+    assert count(build_objective(native.model, native.objective, SPECIAL, 32)) == ours + h * h + h
+    capsys.readouterr()
+    run_script(monkeypatch, "pretrain_throughput.py", *flags, "--warmup", 1, "--memory-of", "ours")
+    assert float(capsys.readouterr().out.split()[-1]) >= 0
+
+
 def test_seq_len_cost(monkeypatch, tmp_path, capsys):
     """seq_len_cost.py: one pretrain_throughput.py process per length at the same tokens a step,
     its time and memory in a row each."""

@@ -353,8 +353,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--model",
         required=True,
-        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
-        "or ModernBERT classifier, tagger or QA folder",
+        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face "
+        "classifier, tagger or QA folder of any supported type (docs/any-encoder.md)",
     )
     ev.add_argument("--task", help="checked against the model's task")
     ev.add_argument("--data", help="the task's folder, or the split's file")
@@ -394,8 +394,8 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     pr.add_argument(
         "--model",
         required=True,
-        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face ELECTRA "
-        "or ModernBERT classifier, tagger or QA folder",
+        help="a finetune --out folder (its best seed), a seed folder, or a Hugging Face "
+        "classifier, tagger or QA folder of any supported type (docs/any-encoder.md)",
     )
     pr.add_argument(
         "inputs",

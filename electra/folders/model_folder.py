@@ -338,9 +338,9 @@ def model_tokenizer(path: Path, cfg: AnyModelConfig) -> tokenizers.Tokenizer:
     top = max(vocabulary_of(tokenizer).values(), default=-1)
     if top >= cfg.vocab_size:
         raise ElectraError(
-            f"the tokenizer in {path} gives ids up to {top} ({tokenizer.id_to_token(top)}) but "
-            f"the model has {cfg.vocab_size} (vocab_size): use the tokenizer the model was "
-            "trained with"
+            f"the tokenizer in {path} has {tokenizer.get_vocab_size()} tokens, ids up to {top} "
+            f"({tokenizer.id_to_token(top)}), but the model {cfg.vocab_size} (vocab_size): use "
+            "the tokenizer the model was trained with"
         )
     check_tokenizer(path, tokenizer)  # another run's tokenizer of the same size
     return tokenizer

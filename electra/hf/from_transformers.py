@@ -31,6 +31,7 @@ from torch import nn
 from electra.errors import ElectraError
 from electra.folders.model_folder import (
     architectures,
+    config_json,
     fit_state_dict,
     folder_class,
     is_model_dir,
@@ -124,10 +125,10 @@ def load_hf_encoder(
     if bare and not any(k.startswith(f"{prefix}.") for k in state):
         state = {f"{prefix}.{k}": v for k, v in state.items()}  # a base model's names
     state = fit_state_dict(state, holder, path)  # drops the buffers older versions saved
-    # A pooler (BERT's, RoBERTa's) is a head's first layer: left behind with the head.
-    pooler = f"{prefix}.pooler."
-    state = {k: v for k, v in state.items() if bare or k.startswith(f"{prefix}.")}
-    state = {k: v for k, v in state.items() if not k.startswith(pooler)}
+    # The encoder's weights; a pooler (BERT's, RoBERTa's) is a head's first layer: left behind
+    # with the head.
+    inside, pooler = f"{prefix}.", f"{prefix}.pooler."
+    state = {k: v for k, v in state.items() if k.startswith(inside) and not k.startswith(pooler)}
     if problem := misfit(holder, state, weights_file(path).name):
         raise ElectraError(
             f"the weights in {path} do not fit its config.json: {problem}: fix config.json or use "
@@ -241,13 +242,9 @@ def _classifier(
 
 
 def _config(path: Path) -> dict:
-    try:
-        raw = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError) as e:
-        raise ElectraError(f"cannot read {path / 'config.json'}: {e}") from None
-    if not isinstance(raw, dict):
-        raise ElectraError(f"{path / 'config.json'} is not a JSON object")
-    return raw
+    """The folder's config.json; custom code (`auto_map`) and types no family runs refused first,
+    before its class is judged."""
+    return config_json(path / "config.json")
 
 
 def _num_labels(raw: dict) -> int:

@@ -261,23 +261,55 @@ def test_predict_runs_an_hf_qa_model(tmp_path, capsys, task_tokenizer, monkeypat
 # --- what is refused -------------------------------------------------------------------------
 
 
-def test_folders_that_cannot_run_are_one_line_errors(tmp_path, capsys, task_tokenizer):
-    bert = tmp_path / "bert"
-    transformers.BertForSequenceClassification(
-        transformers.BertConfig(
-            vocab_size=task_tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=1,
-            num_attention_heads=2, intermediate_size=64,
+def unsupported_folder(root, tokenizer, config=None):
+    """A tiny GPT-2 classifier folder (a type electra does not run), its config.json updated
+    with `config`."""
+    folder = root / "gpt2"
+    transformers.GPT2ForSequenceClassification(
+        transformers.GPT2Config(
+            vocab_size=tokenizer.get_vocab_size(), n_embd=32, n_layer=1, n_head=2, n_positions=64,
+            pad_token_id=0,
         )
-    ).save_pretrained(bert)  # fmt: skip
-    save_tokenizer(task_tokenizer, bert, lowercase=True)
+    ).save_pretrained(folder)  # fmt: skip
+    save_tokenizer(tokenizer, folder, lowercase=True)
+    if config:
+        raw = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**raw, **config}))
+    return folder
+
+
+def commands_on(capsys, tmp_path, folder, *needles):
+    """`predict`, `evaluate` and `finetune` on `folder`: each one line naming `needles`, nothing
+    written."""
     (tmp_path / "in.txt").write_text("the cat sat\n")
     for split, rows in (("train", [["the cat", "a"], ["a dog", "b"]]), ("dev", [["a cat", "a"]])):
         write_csv(tmp_path / f"{split}.csv", ["text", "label"], rows)
     finetune = ["--task", "classification", "--data", tmp_path, "--out", tmp_path / "o"]
-    for command in ("predict", "finetune"):
-        args = [tmp_path / "in.txt"] if command == "predict" else finetune
-        code, _, err = run_cli(capsys, command, "--model", bert, *args)
-        assert_one_line_error(code, err, "'bert' model, not an ELECTRA one")
+    commands = {
+        "predict": [tmp_path / "in.txt", "--out", tmp_path / "p.jsonl"],
+        "evaluate": ["--dev", tmp_path / "dev.csv", "--out", tmp_path / "ev"],
+        "finetune": finetune,
+    }
+    for command, args in commands.items():
+        code, _, err = run_cli(capsys, command, "--model", folder, *args)
+        assert_one_line_error(code, err, *needles)
+    assert not {p.name for p in tmp_path.iterdir()} & {"o", "p.jsonl", "ev"}
+
+
+def test_a_folder_of_custom_code_is_refused(tmp_path, capsys, task_tokenizer):
+    custom = {
+        "model_type": "my-bert",
+        "architectures": ["MyBertForSequenceClassification"],
+        "auto_map": {"AutoModelForSequenceClassification": "modeling_mine.MyBert"},
+    }
+    folder = unsupported_folder(tmp_path, task_tokenizer, custom)
+    commands_on(capsys, tmp_path, folder, "custom code", "auto_map", "bert")
+
+
+def test_folders_that_cannot_run_are_one_line_errors(tmp_path, capsys, task_tokenizer):
+    gpt2 = unsupported_folder(tmp_path, task_tokenizer)
+    # the supported types are named, transformers' ones (bert, ...) among them
+    commands_on(capsys, tmp_path, gpt2, "'gpt2' model, which electra does not run", "bert")
     discriminator, _ = hf_folder(tmp_path, task_tokenizer, "ElectraForPreTraining")
     code, _, err = run_cli(capsys, "predict", "--model", discriminator, tmp_path / "in.txt")
     assert_one_line_error(code, err, "ElectraForPreTraining, not a fine-tuned model")

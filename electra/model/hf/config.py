@@ -77,7 +77,8 @@ class HFConfig:
 
     ffn_ratio: ClassVar[float] = 4.0  # a narrower generator's FFN: BERT's 4x
     arch: str = "hf"  # the architecture family (`electra.model.family`)
-    model_type: str = "bert"  # which `transformers` classes (`electra.model.hf.types.TYPES`)
+    # The `transformers` model type: bert, roberta, xlm-roberta, camembert, distilbert, deberta-v2.
+    model_type: str = "bert"
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -92,10 +93,11 @@ class HFConfig:
     layer_norm_eps: float = 1e-12
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1
-    # The type's other config.json keys that differ from its defaults, a JSON object.
+    # The type's other config.json keys that differ from its defaults, as a JSON object (DeBERTa's
+    # '{"relative_attention": true, ...}'); a config.json is the easier way (model.hf_config).
     hf_extra: str = "{}"
-    # A config.json to build a new model from (`electra pretrain` from scratch): read when the
-    # run is resolved into the fields above (`config_from_json`); kept to say where they came from.
+    # A config.json of the model to build (any supported type; an ELECTRA or ModernBERT one builds
+    # the native family's): it sets every model.* field; model.* settings given beside it apply over it.
     hf_config: str = ""
 
     def __post_init__(self) -> None:

@@ -57,12 +57,12 @@ class EncoderCalls:
     them (type_vocab_size 2 or more)."""
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, positions=None):
-        if attention_mask is not None and attention_mask.dim() == 2:
-            if self.config._attn_implementation == "sdpa":
-                # Given [B, T], transformers reads it back to see whether it pads anything
-                # (`padding_mask.all()`), a host sync per call; a boolean [B, 1, 1, T] mask it
-                # takes as given, and SDPA broadcasts it over heads and queries.
-                attention_mask = attention_mask.bool()[:, None, None, :]
+        sdpa = self.config._attn_implementation == "sdpa"
+        if sdpa and attention_mask is not None and attention_mask.dim() == 2:
+            # Given [B, T], transformers reads it back to see whether it pads anything
+            # (`padding_mask.all()`), a host sync per call; a boolean [B, 1, 1, T] mask it takes
+            # as given, and SDPA broadcasts it over heads and queries.
+            attention_mask = attention_mask.bool()[:, None, None, :]
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None and getattr(self.config, "type_vocab_size", 0) >= 2:
             kwargs["token_type_ids"] = token_type_ids

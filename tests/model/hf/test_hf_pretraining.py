@@ -286,3 +286,35 @@ def test_electric_is_refused_on_the_family(tmp_path, corpus, capsys):
     )
     assert_one_line_error(code, err, "objective.name=electric", "cloze towers")
     assert not run.exists()
+
+
+class _Payload:
+    """What a malicious pickle would run on load: it writes a marker file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_weights_as_the_hub_ships_them_and_a_bin_that_is_not(tmp_path, corpus, capsys):
+    """`pytorch_model.bin` of tensors (as `transformers` wrote it before safetensors) continues
+    with RTD; one carrying a pickled payload is refused in one line, the payload never run."""
+    folder, data = mlm_folder(tmp_path, "roberta", corpus)
+    from safetensors.torch import load_file
+
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin")
+    run = tmp_path / "run"
+    args = ("--data", data, "--train.steps", 1, "--train.batch_size", 4, "--no-progress")
+    code, _, err = run_cli(capsys, "pretrain", "--init-from", folder, "--out", run, *args)
+    assert code == 0, err
+    marker = tmp_path / "ran"
+    torch.save({**state, "x": _Payload(marker)}, folder / "pytorch_model.bin")
+    code, _, err = run_cli(
+        capsys, "pretrain", "--init-from", folder, "--out", tmp_path / "run2", *args
+    )
+    assert_one_line_error(code, err, "refusing to load", "pytorch_model.bin")
+    assert not marker.exists() and not (tmp_path / "run2").exists()
