@@ -173,8 +173,10 @@ def hf_pair(cfg, device):
     return gen.to(device).train(), disc.to(device).train()
 
 
-def careful_peer(cfg, device):
-    gen, disc = hf_pair(cfg, device)
+def careful_loop(cfg, device, gen, disc, generator_logits, disc_logits):
+    """The careful peer's RTD step on any generator and discriminator: masking, the generator's
+    logits at the masked slots only (`generator_logits(masked, mask)`), Gumbel sampling, the
+    discriminator's logit per token (`disc_logits(corrupted, mask)`), both losses, one AdamW step."""
     models = torch.nn.ModuleList([gen, disc])
     optimizer = build_optimizer(param_groups(models, cfg.train.weight_decay), cfg.train, device)
     params = list(models.parameters())
@@ -185,15 +187,14 @@ def careful_peer(cfg, device):
         ids, mask = batch["input_ids"], batch["attention_mask"]
         with autocast(device, cfg.train.precision):
             m = mask_tokens(ids, mask, SPECIAL, o, n_slots, cfg.model.vocab_size)
-            hidden = gen.electra(m.input_ids, attention_mask=mask).last_hidden_state
-            picked = hidden.gather(1, m.positions[..., None].expand(-1, -1, hidden.shape[-1]))
-            logits = gen.generator_lm_head(gen.generator_predictions(picked)).float()
+            logits = generator_logits(m, mask).float()
             mlm_loss = F.cross_entropy(logits.flatten(0, 1), m.targets.flatten())
             sampled = gumbel_sample(logits, o.temperature)
             corrupted = ids.scatter(1, m.positions, sampled)
             labels = (corrupted != ids).float()
-            disc_logits = disc(corrupted, attention_mask=mask).logits.float()
-            disc_loss = F.binary_cross_entropy_with_logits(disc_logits, labels)
+            disc_loss = F.binary_cross_entropy_with_logits(
+                disc_logits(corrupted, mask).float(), labels
+            )
             return o.gen_weight * mlm_loss + o.disc_weight * disc_loss
 
     losses = compiled(losses, cfg)
@@ -205,6 +206,23 @@ def careful_peer(cfg, device):
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+def at_slots(hidden, positions):
+    return hidden.gather(1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
+
+
+def careful_peer(cfg, device):
+    gen, disc = hf_pair(cfg, device)
+
+    def generator_logits(m, mask):
+        hidden = gen.electra(m.input_ids, attention_mask=mask).last_hidden_state
+        return gen.generator_lm_head(gen.generator_predictions(at_slots(hidden, m.positions)))
+
+    def disc_logits(corrupted, mask):
+        return disc(corrupted, attention_mask=mask).logits
+
+    return careful_loop(cfg, device, gen, disc, generator_logits, disc_logits)
 
 
 def common_peer(cfg, device):
@@ -292,38 +310,18 @@ def hf_type_pair(cfg, device):
 def careful_hf(cfg, device):
     """The careful peer's loop on `hf_type_pair`: generator logits only at the masked positions."""
     gen, disc, kind = hf_type_pair(cfg, device)
-    models = torch.nn.ModuleList([gen, disc])
-    optimizer = build_optimizer(param_groups(models, cfg.train.weight_decay), cfg.train, device)
-    params = list(models.parameters())
-    o = cfg.objective
-    n_slots = o.num_predictions(cfg.data.seq_len)
 
-    def losses(batch):
-        ids, mask = batch["input_ids"], batch["attention_mask"]
-        with autocast(device, cfg.train.precision):
-            m = mask_tokens(ids, mask, SPECIAL, o, n_slots, cfg.model.vocab_size)
-            hidden = getattr(gen, kind.base)(m.input_ids, attention_mask=mask).last_hidden_state
-            picked = hidden.gather(1, m.positions[..., None].expand(-1, -1, hidden.shape[-1]))
-            for head in kind.mlm_head:
-                picked = getattr(gen, head)(picked)
-            logits = picked.float()
-            mlm_loss = F.cross_entropy(logits.flatten(0, 1), m.targets.flatten())
-            sampled = gumbel_sample(logits, o.temperature)
-            corrupted = ids.scatter(1, m.positions, sampled)
-            labels = (corrupted != ids).float()
-            disc_logits = disc(corrupted, attention_mask=mask).logits.squeeze(-1).float()
-            disc_loss = F.binary_cross_entropy_with_logits(disc_logits, labels)
-            return o.gen_weight * mlm_loss + o.disc_weight * disc_loss
+    def generator_logits(m, mask):
+        hidden = getattr(gen, kind.base)(m.input_ids, attention_mask=mask).last_hidden_state
+        picked = at_slots(hidden, m.positions)
+        for head in kind.mlm_head:
+            picked = getattr(gen, head)(picked)
+        return picked
 
-    losses = compiled(losses, cfg)
+    def disc_logits(corrupted, mask):
+        return disc(corrupted, attention_mask=mask).logits.squeeze(-1)
 
-    def step(batch):
-        losses(batch).backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+    return careful_loop(cfg, device, gen, disc, generator_logits, disc_logits)
 
 
 IMPLEMENTATIONS = {"ours": ours, "careful": careful_peer, "common": common_peer}

@@ -38,14 +38,13 @@ from electra.folders.model_folder import (
 )
 from electra.folders.weights import read_state_dict
 from electra.model.configs import AnyModelConfig
-from electra.model.family import Family, families, family_of
+from electra.model.family import families, family_of
 from electra.model.hf_names import HFNames, hf_names, names_of
 
 
-def _one_folder_families() -> list[tuple[Family, HFNames]]:
-    return [
-        (f, names) for f in families().values() for names in hf_names(f) if names.discriminator_as
-    ]
+def _one_folder_names() -> list[HFNames]:
+    """The HF names of every type whose single folders continue (`discriminator_as`)."""
+    return [names for f in families().values() for names in hf_names(f) if names.discriminator_as]
 
 
 def _continuable(names: HFNames) -> set[str]:
@@ -57,7 +56,7 @@ def _continuable(names: HFNames) -> set[str]:
 
 def _one_folder_types() -> str:
     """The model types whose single folders RTD continues from, as messages name them."""
-    return ", ".join(names.model_type for _, names in _one_folder_families())
+    return ", ".join(names.model_type for names in _one_folder_names())
 
 
 def pair_dirs(path: str | Path) -> tuple[Path, Path]:
@@ -84,7 +83,7 @@ def pair_dirs(path: str | Path) -> tuple[Path, Path]:
 
 
 def one_folder_source(path: str | Path) -> AnyModelConfig | None:
-    """The config of one model folder (`_one_folder_families`', any class holding the encoder,
+    """The config of one model folder (of a type `_one_folder_names` lists, any class holding the encoder,
     as `transformers` or our export writes it) that continued pretraining starts from; None for
     any other path. A run's `discriminator/` or `generator/` given alone is refused, naming the
     pair folder to give instead (one of a pair would otherwise start both networks)."""

@@ -225,8 +225,3 @@ def transformers_module() -> Any:
             "pip install 'electra[hf]'"
         ) from None
     return transformers
-
-
-def read_hf_config(raw: dict[str, Any], file: Path) -> HFConfig:
-    """`HFNames.read_config`'s hook: a folder's `config.json` of one of our types."""
-    return config_from_json(raw, file)

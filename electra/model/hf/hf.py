@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from electra.model.family import Ref
+from electra.model.hf.config import config_from_json
 from electra.model.hf.types import TYPES, HFType
 from electra.model.hf_names import HFNames, TaskHead
 
@@ -45,7 +46,7 @@ def _names(kind: HFType) -> HFNames:
         token_types=kind.model_type == "bert",
         token_id_keys=(("bos_token_id", "cls"), ("eos_token_id", "sep")) if roberta else (),
         max_length_of=_max_length(kind),
-        read_config=Ref("electra.model.hf.config", "read_hf_config"),
+        read_config=config_from_json,
         config_values=Ref(_HOOKS, "config_values"),
         # Buffers older `transformers` versions saved, and BERT's next-sentence head, which a
         # `BertForPreTraining` checkpoint holds beside its MLM head and nothing here reads.

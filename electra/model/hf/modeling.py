@@ -243,7 +243,8 @@ def layerwise_depth(name: str, n: int) -> int:
         return int(m.group(1)) + 1
     if re.match(r"\w+\.(?:embeddings|encoder\.rel_embeddings|encoder\.LayerNorm)\.", name):
         return 0
-    if re.match(r"(?:bert|roberta|distilbert|deberta)\.(?!pooler\.)", name):
+    base, _, rest = name.partition(".")
+    if base in {t.base for t in TYPES.values()} and not rest.startswith("pooler."):
         raise ElectraError(f"no layer-wise LR depth for parameter {name}")
     return n + 1
 

@@ -42,6 +42,7 @@ from ...conftest import (
     write_csv,
 )
 from ...numerics import encoder_depth, largest, rounding_bound
+from .shapes import DEBERTA_V3, TYPES
 
 pytestmark = pytest.mark.numeric
 
@@ -49,17 +50,6 @@ transformers = pytest.importorskip(
     "transformers", reason="transformers (the hf extra) not installed"
 )
 
-TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "deberta-v2")
-DEBERTA_V3 = {
-    "relative_attention": True,
-    "pos_att_type": ["p2c", "c2p"],
-    "position_buckets": 256,
-    "norm_rel_ebd": "layer_norm",
-    "share_att_key": True,
-    "position_biased_input": False,
-    "max_relative_positions": -1,
-    "type_vocab_size": 0,
-}
 LAYERS, INTERMEDIATE, POSITIONS = 2, 64, 64
 
 

@@ -24,18 +24,7 @@ from electra.pretraining.train import continued_networks, pretrain
 from electra.scoring.heldout import corrupt_and_score
 
 from ...conftest import assert_one_line_error, run_cli, sentence, shared_data
-
-DEBERTA_V3 = {
-    "relative_attention": True,
-    "pos_att_type": ["p2c", "c2p"],
-    "position_buckets": 256,
-    "norm_rel_ebd": "layer_norm",
-    "share_att_key": True,
-    "position_biased_input": False,
-    "max_relative_positions": -1,
-    "type_vocab_size": 0,
-}
-TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "deberta-v2")
+from .shapes import DEBERTA_V3, TYPES
 
 
 def hf_config(model_type: str, vocab: int, **sizes) -> transformers.PretrainedConfig:
