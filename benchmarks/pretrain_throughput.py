@@ -22,6 +22,11 @@ token table) against `native`, our ELECTRA family at the very same shapes (embed
 width, the same generator), and `careful`, the same hand-wired RTD loop on the type's
 `...ForMaskedLM` and `...ForTokenClassification` with one label.
 
+`--arch deberta-v3` times ours on a DeBERTa-v3 preset (default `deberta-v3-xsmall`) against the
+peers `benchmarks/deberta_peers.py` wires from `transformers`' DebertaV2 classes: `careful`, the
+hand-wired RTD loop (GDES-shared), and `hf-mlm`; all with the enhanced mask decoder off, which
+`transformers` cannot run, and `ours-emd` as the presets train, with it on.
+
 `--attention flex|varlen` runs ours on the modern family's other attention paths
 (`electra.model.attention`, `train.attention`; CUDA, varlen in bf16); the peers keep SDPA.
 
@@ -71,13 +76,18 @@ from electra.objectives.flops import model_flops_per_step
 from electra.objectives.masking import mask_tokens
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling, run as a script
+from deberta_peers import DEBERTA_IMPLEMENTATIONS, with_emd  # noqa: E402
 from modern_peers import MODERN_IMPLEMENTATIONS  # noqa: E402
 
 SPECIAL = SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)  # BERT's uncased ids
 
 
 def run_config(args):
+    """The preset at the run's sizes; on deberta-v3 with the enhanced mask decoder off, work the
+    `transformers` peers cannot do (`ours-emd` turns it back on)."""
     cfg = preset(args.preset)
+    if args.arch == "deberta-v3":
+        cfg = replace(cfg, model=replace(cfg.model, enhanced_mask_decoder=False))
     return replace(
         cfg,
         data=replace(cfg.data, seq_len=args.seq_len),
@@ -328,13 +338,26 @@ IMPLEMENTATIONS = {"ours": ours, "careful": careful_peer, "common": common_peer}
 HF = {"ours": ours, "native": native, "careful": careful_hf}
 # What the modern peers share with the electra ones (modern_peers.py does not import this script).
 TOOLS = SimpleNamespace(
-    special=SPECIAL, autocast=autocast, gumbel_sample=gumbel_sample, compiled=compiled
+    special=SPECIAL,
+    autocast=autocast,
+    gumbel_sample=gumbel_sample,
+    compiled=compiled,
+    careful_loop=careful_loop,
+    ours=ours,
 )
 MODERN = {"ours": ours} | {
     name: functools.partial(build, tools=TOOLS) for name, build in MODERN_IMPLEMENTATIONS.items()
 }
-FAMILIES = {"electra": IMPLEMENTATIONS, "modernbert": MODERN, "hf": HF}
-DEFAULT_PRESET = {"electra": "small", "modernbert": "modern-small", "hf": "hf-small"}
+DEBERTA = {
+    name: functools.partial(build, tools=TOOLS) for name, build in DEBERTA_IMPLEMENTATIONS.items()
+}
+FAMILIES = {"electra": IMPLEMENTATIONS, "modernbert": MODERN, "hf": HF, "deberta-v3": DEBERTA}
+DEFAULT_PRESET = {
+    "electra": "small",
+    "modernbert": "modern-small",
+    "hf": "hf-small",
+    "deberta-v3": "deberta-v3-xsmall",
+}
 
 
 def implementations(arch):
@@ -344,7 +367,10 @@ def implementations(arch):
 def useful_flops(cfg, name):
     """The step's model FLOPs (`model_flops_per_step`); hf-mlm's are the MLM objective's on the
     discriminator alone (its vocabulary head counted at the masked slots, as ours would); native's
-    are its own family's count at the hf run's shapes."""
+    are its own family's count at the hf run's shapes; on deberta-v3 every row's but ours-emd's
+    without the enhanced mask decoder (`run_config` turns it off)."""
+    if name == "ours-emd":
+        cfg = with_emd(cfg)
     if name == "hf-mlm":
         cfg = replace(cfg, objective=replace(cfg.objective, name="mlm"))
     if name == "native":
@@ -441,8 +467,11 @@ def check_arch(p, args):
             f"--impls {' '.join(other)}: not an implementation of --arch {args.arch}; "
             f"use {', '.join(impls)}"
         )
-    if args.attention != "sdpa" and args.arch != "modernbert":
-        p.error(f"--attention {args.attention} is a path of the modern family: --arch modernbert")
+    if args.attention != "sdpa" and args.arch not in ("modernbert", "deberta-v3"):
+        p.error(
+            f"--attention {args.attention} is a path of the modern and deberta-v3 families: "
+            "--arch modernbert or deberta-v3"
+        )
     arch = preset(args.preset).model.arch
     if arch != args.arch:
         p.error(
@@ -458,11 +487,13 @@ def main() -> None:
         choices=list(FAMILIES),
         default="electra",
         help="the architecture family: electra (ours, careful, common), modernbert (ours, "
-        "careful, hf-mlm) or hf (ours, native, careful)",
+        "careful, hf-mlm), hf (ours, native, careful) or deberta-v3 (ours, careful, hf-mlm, "
+        "ours-emd)",
     )
     p.add_argument(
         "--preset",
-        help="default: small, modern-small with --arch modernbert, hf-small with --arch hf",
+        help="default: small, modern-small with --arch modernbert, hf-small with --arch hf, "
+        "deberta-v3-xsmall with --arch deberta-v3",
     )
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)
@@ -478,8 +509,8 @@ def main() -> None:
         "--attention",
         choices=ATTENTION_PATHS,
         default="sdpa",
-        help="ours' attention path on --arch modernbert (train.attention; flex and varlen on "
-        "CUDA, varlen in bf16); the peers keep SDPA",
+        help="ours' attention path on --arch modernbert or deberta-v3 (train.attention; flex "
+        "and varlen on CUDA, varlen in bf16, deberta-v3 flex only); the peers keep theirs",
     )
     p.add_argument(
         "--cuda-graph",
@@ -495,7 +526,7 @@ def main() -> None:
     p.add_argument(
         "--impls",
         nargs="+",
-        choices=list(IMPLEMENTATIONS | MODERN | HF),
+        choices=list(IMPLEMENTATIONS | MODERN | HF | DEBERTA),
         help="default: every implementation of --arch",
     )
     p.add_argument("--warmup", type=int, default=3)

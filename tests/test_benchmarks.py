@@ -230,6 +230,48 @@ def test_pretrain_throughput_hf(monkeypatch, tmp_path, capsys):
     assert float(capsys.readouterr().out.split()[-1]) >= 0
 
 
+def test_pretrain_throughput_deberta(monkeypatch, tmp_path, capsys):
+    """--arch deberta-v3 times ours (enhanced mask decoder off), the "deberta_peers.py" peers (the
+    careful RTD loop and hf-mlm on `transformers`' DebertaV2 classes), and ours-emd; careful trains as many parameters as ours (GDES:
+    the discriminator's own table is the residual) and measures its memory alone."""
+    out = tmp_path / "deberta.json"
+    flags = ["--arch", "deberta-v3", "--preset", "deberta-v3-tiny", "--batch", 2, "--seq-len", 32]
+    flags += ["--device", "cpu"]
+    run_script(
+        monkeypatch, "pretrain_throughput.py", *flags, "--warmup", 1, "--steps", 1,
+        "--rounds", 1, "--peak-size", 128, "--skip-memory", "--json", out,
+    )  # fmt: skip
+    results = json.loads(out.read_text())
+    impls = results["impls"]
+    assert results["arch"] == "deberta-v3" and results["preset"] == "deberta-v3-tiny"
+    assert list(impls) == ["ours", "careful", "hf-mlm", "ours-emd"]
+    assert [r["objective"] for r in impls.values()] == ["electra", "electra", "mlm", "electra"]
+    assert all(r["tokens_per_s"] > 0 for r in impls.values())
+    # The decoder's two extra passes of the last layer are counted for ours-emd alone.
+    assert impls["ours-emd"]["model_flops_per_step"] > impls["ours"]["model_flops_per_step"]
+    sys.path.insert(0, str(BENCH))
+    try:
+        from deberta_peers import hf_deberta_pair, without_emd
+        from pretrain_throughput import SPECIAL
+    finally:
+        sys.path.remove(str(BENCH))
+    from electra.config import preset
+    from electra.objectives import build_objective
+
+    cfg = without_emd(preset("deberta-v3-tiny"))
+    gen, disc = hf_deberta_pair(cfg, torch.device("cpu"))
+    assert gen.cls.predictions.decoder.weight is gen.deberta.embeddings.word_embeddings.weight
+    assert not disc.deberta.embeddings.word_embeddings.weight.any()  # GDES' residual starts at 0
+    theirs = torch.nn.ModuleList([gen, disc])
+    ours = build_objective(cfg.model, cfg.objective, SPECIAL, 32)
+    assert sum(p.numel() for p in theirs.parameters()) == sum(p.numel() for p in ours.parameters())
+    capsys.readouterr()
+    run_script(
+        monkeypatch, "pretrain_throughput.py", *flags, "--warmup", 1, "--memory-of", "careful"
+    )
+    assert float(capsys.readouterr().out.split()[-1]) >= 0
+
+
 def test_seq_len_cost(monkeypatch, tmp_path, capsys):
     """seq_len_cost.py: one pretrain_throughput.py process per length at the same tokens a step,
     its time and memory in a row each."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 import tokenizers
@@ -81,9 +81,39 @@ def save_pretrained(
     if name == family.discriminator and family.discriminator_as:
         name, extra = family.discriminator_as, rtd_label_config()
         state.update(two_label_classifier(state["classifier.weight"], state["classifier.bias"]))
-    config = family.config_json(name, model.config, special=special, **extra)
+    config = family.config_json(name, held_config(model), special=special, **extra)
     with atomic_dir(out_dir) as tmp:
         write_model_files(tmp, config, state, tokenizer, special)
+
+
+def held_config(model: nn.Module) -> AnyModelConfig:
+    """The config a pretraining network's folder states: its own, but the fields of ours that
+    `transformers` cannot hold (`HFNames.not_exported`) off where the network holds nothing they
+    build (a discriminator made from a config with the generator's decoder on)."""
+    cfg = model.config
+    on = {f: False for f, _ in names_of(cfg).not_exported if getattr(cfg, f)}
+    if not on or type(model) not in architectures().values():
+        return cfg
+    with torch.device("meta"):
+        plain = type(model)(replace(cfg, **on))
+    return plain.config if plain.state_dict().keys() == model.state_dict().keys() else cfg
+
+
+def exported_form(model: nn.Module) -> tuple[nn.Module, list[str]]:
+    """`model` as its family's `transformers` class can hold it, and what export says of what is
+    left out (`HFNames.not_exported`): a field of ours that is on is written off (a discriminator
+    built from a config with the generator's decoder on holds none: nothing to say), and the
+    weights only it reads are dropped; the model itself where no field is on."""
+    on = [(f, note) for f, note in names_of(model.config).not_exported if getattr(model.config, f)]
+    if not on:
+        return model, []
+    cfg = replace(model.config, **{field: False for field, _ in on})
+    with torch.device("meta"):  # the weights are `model`'s: nothing to initialise
+        plain = type(model)(cfg)
+    state = model.state_dict()
+    keep = {k: v for k, v in state.items() if k in plain.state_dict()}
+    plain.load_state_dict(keep, strict=True, assign=True)
+    return plain.eval(), [note for _, note in on] if len(keep) < len(state) else []
 
 
 def rtd_label_config() -> dict:
@@ -232,8 +262,15 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
     LM's tied output weight, which `transformers` leaves out of the file, and reads a modern
     discriminator's two-label classifier as one logit (row 1 minus row 0)."""
     name, family = type(model).__name__, names_of(model.config)
-    # Buffers that older `transformers` versions saved with the weights: no learned state.
-    state = {k: v for k, v in state.items() if k not in family.dropped_keys}
+    state = renamed(state, model, family.renamed_keys)
+    # Buffers that older `transformers` versions saved with the weights (no learned state), and
+    # heads of other code (a key ending in "." names a prefix).
+    prefixes = tuple(k for k in family.dropped_keys if k.endswith("."))
+    state = {
+        k: v
+        for k, v in state.items()
+        if k not in family.dropped_keys and not (prefixes and k.startswith(prefixes))
+    }
     if name == family.generator and family.tied:
         out, table_name = family.tied
         table, head = state.get(table_name), state.get(out)
@@ -249,6 +286,19 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, source: Pat
         bias = state["classifier.bias"]
         state["classifier.weight"] = (weight[1] - weight[0])[None]
         state["classifier.bias"] = (bias[1] - bias[0])[None]
+    return state
+
+
+def renamed(state: dict, model: nn.Module, renames: Iterable[tuple[str, str]]) -> dict:
+    """`state` with keys under another name of a weight `model` holds read under its own
+    (`HFNames.renamed_keys`), where the file has none under that."""
+    names = model.state_dict().keys()
+    for theirs, ours in renames:
+        if any(n.startswith(ours) for n in names) and not any(k.startswith(ours) for k in state):
+            state = {
+                (ours + k[len(theirs) :] if k.startswith(theirs) else k): v
+                for k, v in state.items()
+            }
     return state
 
 
@@ -289,9 +339,9 @@ def misfit(model: nn.Module, state: dict, file: str, skip: Iterable[str] = ()) -
     for name, want in expected.items():
         got = state.get(name)
         if got is not None and got.shape != want.shape:
+            why = _rows_field(model, name, got) or _config_fields(model, got.shape, want.shape)
             return (
-                f"{name} is {list(got.shape)} in {file} but {list(want.shape)} in the config"
-                f"{_config_fields(model, got.shape, want.shape)}"
+                f"{name} is {list(got.shape)} in {file} but {list(want.shape)} in the config{why}"
             )
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected and k not in skip]
@@ -303,6 +353,22 @@ def misfit(model: nn.Module, state: dict, file: str, skip: Iterable[str] = ()) -
     if unexpected:
         parts.append(f"{len(unexpected)} in {file} have no place in it (first {unexpected[0]})")
     return ", ".join(parts) or None
+
+
+def _rows_field(model: nn.Module, name: str, got: torch.Tensor) -> str:
+    """Where a config field sets the rows of weight `name` (`HFNames.row_fields`), that field's
+    value and the one the file's rows fit, e.g. " (position_buckets=128 makes 2 x 128 rows; the
+    file's table is position_buckets=256's)"; "" otherwise."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or not hasattr(cfg, "arch"):
+        return ""
+    for suffix, field, per in names_of(cfg).row_fields:
+        if name.endswith(suffix) and len(got) % per == 0:
+            return (
+                f" ({field}={getattr(cfg, field)} makes {per} x {getattr(cfg, field)} rows; the "
+                f"file's table is {field}={len(got) // per}'s)"
+            )
+    return ""
 
 
 def _config_fields(model: nn.Module, got: torch.Size, want: torch.Size) -> str:

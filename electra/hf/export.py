@@ -41,6 +41,7 @@ from electra.folders.finetuned import (
 )
 from electra.folders.model_folder import (
     ROLES,
+    exported_form,
     is_model_dir,
     load_pretrained,
     read_model_config,
@@ -48,7 +49,7 @@ from electra.folders.model_folder import (
     save_pretrained,
     write_model_files,
 )
-from electra.folders.run_folder import check_run_tokenizer
+from electra.folders.run_folder import check_run_tokenizer, say
 from electra.hf.cards import model_card
 from electra.locks import claim_output
 from electra.model.family import family_of
@@ -128,8 +129,13 @@ def export_hf(
         with atomic_dir(out, tag="export-tmp") as tmp:
             for src, role, model, tokenizer in sources:
                 check_exportable(model, src)
+                model, notes = exported_form(model)  # what HF's class cannot hold, left out
                 save_pretrained(model, tmp / role if role else tmp, tokenizer)
                 written.append(role)
+                if notes:  # said now, and in the folder's card for whoever loads it
+                    say(f"{out / role if role else out}: {'; '.join(notes)}")
+                    card = (tmp / role if role else tmp) / "README.md"
+                    write_text_atomic(card, "".join(f"{note}.\n" for note in notes))
                 if role == "discriminator" and hf_of(model.config).discriminator_as:
                     save_encoder(model, tmp / "encoder", tokenizer)
                     written.append("encoder")

@@ -99,20 +99,23 @@ def check_model(path: str, model_cfg: Any, section: str = "") -> None:
     setting = f"{section}attention"
     if path not in family_of(model_cfg).attention_paths:
         raise _family_error(path, setting, model_cfg.arch)
-    dropout = getattr(model_cfg, "attention_dropout", 0.0)  # a family's name for it, if it has
-    if dropout:
-        raise ElectraError(
-            f"{setting}={path} has no dropout on the attention probabilities, but the model's "
-            f"attention_dropout is {dropout:g}: set it to 0 (fine-tuning: --dropout 0) or use "
-            f"{setting}=sdpa"
-        )
+    # HF's two names for it (ModernBERT's, BERT's and DeBERTa's).
+    for name in ("attention_dropout", "attention_probs_dropout_prob"):
+        dropout = getattr(model_cfg, name, 0.0)
+        if dropout:
+            raise ElectraError(
+                f"{setting}={path} has no dropout on the attention probabilities, but the "
+                f"model's {name} is {dropout:g}: set model.{name}=0 (fine-tuning: --dropout 0) "
+                f"or use {setting}=sdpa"
+            )
 
 
 def _family_error(path: str, setting: str, arch: str) -> ElectraError:
     having = " or ".join(f.name for f in families().values() if path in f.attention_paths)
+    paths = " or ".join(families()[arch].attention_paths)
     return ElectraError(
         f"{setting}={path} is an attention path of the family model.arch={having} only; the "
-        f"{arch} family runs SDPA: use {setting}=sdpa"
+        f"{arch} family runs {paths}: use {setting}=sdpa"
     )
 
 

@@ -226,6 +226,8 @@ def _load_built_in() -> None:
     if _BUILT_IN:
         return
     found = pkgutil.iter_modules([str(Path(__file__).parent)])
-    _BUILT_IN.extend(sorted(module.name for module in found if module.ispkg))
+    # The default family's folder first, the others in their names' order.
+    names = sorted(module.name for module in found if module.ispkg)
+    _BUILT_IN.extend(sorted(names, key=lambda name: name != DEFAULT_FAMILY))
     for name in _BUILT_IN:
         importlib.import_module(f"electra.model.{name}")

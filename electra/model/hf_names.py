@@ -82,8 +82,21 @@ class HFNames:
     # `file`), where more than its fields by name (`config_from_fields`): other versions'
     # spellings, settings refused. Plain data, no torch.
     read_config: Callable[[dict[str, Any], Path], Any] | None = None
-    # Weights older `transformers` versions saved that carry no learned state: dropped on load.
+    # Weights older `transformers` versions saved that carry no learned state, or heads of other
+    # code that the family's classes do not hold: dropped on load (a key ending in "." drops
+    # every weight under that prefix).
     dropped_keys: tuple[str, ...] = ()
+    # Other names of weights the family's classes hold, as (prefix, our prefix): a file's key
+    # under the first is read under the second where the model has that name and the file has
+    # none (DeBERTa's MLM head saved with `legacy` false); applied before `dropped_keys`.
+    renamed_keys: tuple[tuple[str, str], ...] = ()
+    # Weights whose rows a config field sets, as (weight name suffix, field, rows per unit):
+    # a file whose table has another size is refused naming the field's value that fits it.
+    row_fields: tuple[tuple[str, str, int], ...] = ()
+    # Boolean config fields of ours that `transformers`' classes cannot hold, each with the
+    # sentence export says of it: a model with one on is written with it off, the weights only
+    # it reads left out.
+    not_exported: tuple[tuple[str, str], ...] = ()
     # Other `transformers` classes whose folders hold the encoder under the family's prefix, and
     # what of theirs fine-tuning leaves behind (BERT's `BertForPreTraining`: its MLM and
     # next-sentence heads).

@@ -173,20 +173,28 @@ class OneDnnLinear(nn.Linear):
         return linear(x, self.weight, self.bias)
 
 
-def random_int16(n: int) -> torch.Tensor:
+def random_int16(n: int, seed: int | None = None) -> torch.Tensor:
     """n uniform 16-bit integers on CPU, four from each random 64-bit word. The words come from
     numpy's SFC64, about twice as fast as torch's CPU generator (a Mersenne twister), seeded by a
-    draw from torch's generator so that torch.manual_seed and checkpointed RNG state reproduce them."""
-    seed = int(torch.randint(2**63 - 1, ()))
+    draw from torch's generator (`draw_seed`) so that torch.manual_seed and checkpointed RNG state
+    reproduce them; given `seed`, the same integers again (a kernel that redraws its dropout in
+    backward rather than keep it)."""
+    seed = draw_seed() if seed is None else seed
     bits = np.random.SFC64(seed).random_raw((n + 3) // 4).view(np.int64)
     return torch.from_numpy(bits).view(torch.int16)[:n]
 
 
-def keep_mask(x: torch.Tensor, p: float) -> torch.Tensor:
+def draw_seed() -> int:
+    """A seed for `random_int16`, drawn from torch's CPU generator."""
+    return int(torch.randint(2**63 - 1, ()))
+
+
+def keep_mask(x: torch.Tensor, p: float, seed: int | None = None) -> torch.Tensor:
     """A mask like CPU tensor `x` (same shape and dtype): 1 with probability
-    1 - round(p * 65536) / 65536, else 0. It is written straight in x's dtype, as multiplying by a
-    float mask is several times cheaper on CPU than `where` on a boolean one."""
-    chunks = random_int16(x.numel()).view(x.shape)
+    1 - round(p * 65536) / 65536, else 0 (the same mask again for the same `seed`). It is written
+    straight in x's dtype, as multiplying by a float mask is several times cheaper on CPU than
+    `where` on a boolean one."""
+    chunks = random_int16(x.numel(), seed).view(x.shape)
     return torch.ge(chunks, round(p * 65536) - 32768, out=torch.empty_like(x))
 
 

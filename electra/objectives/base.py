@@ -265,6 +265,10 @@ def fill_objective_settings(run: RunConfig, given: Collection[str]) -> tuple[Run
     mine = cls.has_generator and "objective.generator_hidden_fraction" not in given
     implied = generator_width_settings(run) if mine else {}
     implied.update(cls.implied_settings(run))
+    if "sharing" not in implied and run.objective.sharing not in cls.sharings:
+        # A preset's sharing (DeBERTa-v3's gdes) that this objective has not: its own default.
+        fallback = "embeddings" if "embeddings" in cls.sharings else cls.sharings[0]
+        implied["sharing"] = (fallback, f"{run.objective.sharing} is not available with it")
     changes = {
         name: value
         for name, (value, _) in implied.items()

@@ -23,7 +23,7 @@ from torch import nn
 from electra.config import ObjectiveConfig, RunConfig, generator_config
 from electra.data.tokenizer import SpecialIds
 from electra.model.configs import AnyModelConfig
-from electra.model.family import encoder_of, family_of
+from electra.model.family import family_of
 from electra.model.flops import Network
 from electra.objectives.base import Objective, StepOutput, register, slot_fraction
 from electra.objectives.losses import argmax_hits, masked_lm_loss, token_nll, weighted_mean
@@ -141,7 +141,10 @@ class AllTokensMLM(ReplaceMLM):
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> StepOutput:
         c = self.corrupt(self.generator, input_ids, token_type_ids, attention_mask)
-        hidden = encoder_of(self.mlm)(c.corrupted, token_type_ids, attention_mask)
+        # Its final states at every position, as its masked LM computes them (DeBERTa-v3's
+        # enhanced mask decoder, where it has one, included).
+        every = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        hidden = self.mlm.hidden_at(c.corrupted, token_type_ids, attention_mask, every)
         logits = self.mlm.logits(hidden)
         gate = self.copy_gate(hidden).float()  # the logit of D
         nll, probs = token_nll(logits, input_ids)

@@ -54,6 +54,7 @@ from electra.folders.continuation import load_pair_weights
 from electra.folders.model_folder import save_pretrained
 from electra.folders.run_folder import drop_metrics_after, take_folder
 from electra.locks import RunLock
+from electra.model.attention import check_model
 from electra.model.family import encoder_of, families
 from electra.model.layers import count_parameters, format_count
 from electra.objectives import Objective, build_objective, check_objective
@@ -171,6 +172,8 @@ def pretrain(
     has it open)."""
     run_dir = Path(run_dir)
     world = world_from_env()
+    # A path the family has not is named as such (with the ones it has) before the device's check.
+    check_model(cfg.train.attention, cfg.model, cfg.train.section)
     runtime = Runtime.from_config(cfg.train, place=functools.partial(init_process_group, world))
     try:
         with contextlib.ExitStack() as cleanup:

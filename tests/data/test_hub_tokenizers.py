@@ -330,7 +330,8 @@ def test_a_deberta_v3_model_folder_loads_with_its_converted_tokenizer(spm_models
     pieces = sentencepiece.SentencePieceProcessor(model_file=str(spm_models["spm.model"]))
     size = pieces.get_piece_size() + 1  # and the [MASK] the class adds
     folder = deberta_v3_folder(tmp_path / "deberta-v3", spm_models["spm.model"], size + 99)
-    _, tok = load_pretrained(folder)
+    model, tok = load_pretrained(folder)
+    assert model.config.arch == "deberta-v3"  # model_type deberta-v2: the native family
     assert tok.get_vocab_size() == size
     assert special_ids(tok) == SpecialIds(pad=0, unk=3, cls=1, sep=2, mask=size - 1)
     assert sorted(p.name for p in folder.iterdir()) == [

@@ -56,9 +56,10 @@ def registered():
 
 
 def test_a_later_family_comes_after_the_built_in_ones(registered):
-    assert list(families()) == ["electra", "hf", "modernbert", "lean"]
+    assert list(families()) == ["electra", "deberta-v3", "hf", "modernbert", "lean"]
     assert arch_help() == (
-        "The architecture family: electra (BERT's, ELECTRA's own), hf (any transformers encoder "
+        "The architecture family: electra (BERT's, ELECTRA's own), deberta-v3 (DeBERTa-v3's; "
+        "docs/pretraining.md §The DeBERTa-v3 family), hf (any transformers encoder "
         "by model_type; docs/any-encoder.md), modernbert (ModernBERT's; docs/pretraining.md §The "
         "modern family) or lean (a test's)."
     )

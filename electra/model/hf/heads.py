@@ -1,5 +1,5 @@
 """Fine-tuning heads of the hf family: each is `transformers`' own task class of the model type
-(`BertForSequenceClassification`, `RobertaForTokenClassification`, `DebertaV2ForQuestionAnswering`,
+(`BertForSequenceClassification`, `RobertaForTokenClassification`, `XLMRobertaForQuestionAnswering`,
 ...), its children adopted and its own forward run, so that a fine-tuned model is that class's
 weights and `pipeline()` computes what `electra predict` does. Called as every family's heads
 are (`electra.model.heads`): `(input_ids, token_type_ids, attention_mask)`; segments go only to a

@@ -86,23 +86,12 @@ TYPES = {
             layer="TransformerBlock",
             title="DistilBERT",
         ),
-        HFType(
-            "deberta-v2",
-            "DebertaV2",
-            "deberta",
-            ("cls",),
-            ("cls.predictions.decoder.weight", "embeddings.word_embeddings.weight"),
-            sdpa=False,
-            min_type_vocab=0,
-            layer="DebertaV2Layer",
-            title="DeBERTa-v2/v3",
-        ),
     )
 }
 
 # Types whose folders go to a native family of the same `model_type` (faster, ours), named here
 # so that messages list them among the supported ones.
-NATIVE = ("electra", "modernbert")
+NATIVE = ("electra", "modernbert", "deberta-v2")
 
 
 def hf_type(model_type: str, source: str = "model.model_type") -> HFType:

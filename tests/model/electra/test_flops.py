@@ -90,7 +90,7 @@ def test_the_family_registry_prices_a_network():
     assert with_head > electra.forward_flops(Network(m), s, "official")
     with pytest.raises(
         ElectraError,
-        match=r"model.arch='bert' is unknown: choose one of electra, hf, modernbert \(a family of your ",
+        match=r"model.arch='bert' is unknown: choose one of electra, deberta-v3, hf, modernbert \(a family of your ",
     ):
         family("bert")
 

@@ -2,7 +2,7 @@
 one `electra.model.hf.types` lists, written out so that a type dropped from the table fails a test)
 and DeBERTa-v3's settings, as microsoft's deberta-v3 folders ship them."""
 
-TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "deberta-v2")
+TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert")
 DEBERTA_V3 = {
     "relative_attention": True,
     "pos_att_type": ["p2c", "c2p"],

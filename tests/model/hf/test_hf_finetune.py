@@ -1,5 +1,5 @@
 """Fine-tuning the hf family (issue 48, item 2): a random-weight folder of each `transformers` type
-(BERT, RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, DeBERTa-v3) fine-tunes with our recipe on every
+(BERT, RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT) fine-tunes with our recipe on every
 task kind (classification, multilabel, regression, tagging, linear QA; own files and a benchmark),
 predicts and evaluates; the fine-tuned folder exports to the type's own `AutoModelFor...` class with
 no missing or unexpected weights, whose logits and `pipeline()` answers are `electra predict`'s;
@@ -42,7 +42,7 @@ from ...conftest import (
     write_csv,
 )
 from ...numerics import encoder_depth, largest, rounding_bound
-from .shapes import DEBERTA_V3, TYPES
+from .shapes import TYPES
 
 pytestmark = pytest.mark.numeric
 
@@ -55,7 +55,7 @@ LAYERS, INTERMEDIATE, POSITIONS = 2, 64, 64
 
 def tiny_config(model_type: str, vocab: int, **settings):
     """A tiny `transformers` config of `model_type` as the hub ships its kind: RoBERTa's positions
-    after the padding id and one segment type, DeBERTa-v3's relative attention."""
+    after the padding id and one segment type."""
     sizes = {"hidden_size": 32, "num_hidden_layers": LAYERS, "num_attention_heads": 2}
     sizes |= {"intermediate_size": INTERMEDIATE, "max_position_embeddings": POSITIONS}
     if model_type == "distilbert":
@@ -63,8 +63,6 @@ def tiny_config(model_type: str, vocab: int, **settings):
         sizes["max_position_embeddings"] = POSITIONS
     if model_type in ("roberta", "xlm-roberta", "camembert"):
         sizes |= {"type_vocab_size": 1, "max_position_embeddings": POSITIONS + 1}  # pad 0, + 1
-    if model_type == "deberta-v2":
-        sizes |= DEBERTA_V3
     return transformers.AutoConfig.for_model(
         model_type, vocab_size=vocab, pad_token_id=0, **sizes, **settings
     )
@@ -80,12 +78,11 @@ def saved(model, folder, tokenizer):
 
 
 # Our model and transformers' run the same modules; they differ only in how rows are batched and
-# padded, so by the rounding of a tiny encoder with a head: 2 layers (DeBERTa's disentangled
-# attention 3 more reductions each: the c2p and p2c products and their sum), the embeddings'
-# LayerNorm, a head's pooler and two products, a softmax or sigmoid; the longest reduction the
-# intermediate size 64, at least any row's keys (32 tokens) and the width 32.
+# padded, so by the rounding of a tiny encoder with a head: 2 layers, the embeddings' LayerNorm, a
+# head's pooler and two products, a softmax or sigmoid; the longest reduction the intermediate size
+# 64, at least any row's keys (32 tokens) and the width 32.
 def head_bound(model_type: str, scale: float) -> float:
-    depth = encoder_depth(LAYERS, extra=6) + (3 * LAYERS if model_type == "deberta-v2" else 0)
+    depth = encoder_depth(LAYERS, extra=6)
     return rounding_bound(torch.float32, INTERMEDIATE, depth, max(scale, 1.0))
 
 
@@ -194,11 +191,11 @@ FLAGS = ["--batch-size", "8", "--no-progress", "--lr", "3e-3", "--max-seq-len", 
 FLAGS += ["--device", "cpu", "--precision", "fp32", "--epochs", "1"]
 RECIPES = {"qa": ["--qa-head", "linear", "--doc-stride", "8"]}
 KINDS = ("classification", "multilabel", "regression", "tagging", "qa")
-# Every kind on BERT, DeBERTa-v3 and XLM-RoBERTa (segments, relative attention, positions after
-# the padding id), others on the rest, so that every type fine-tunes and exports at least once and
-# each sequence head (BERT's pooler, RoBERTa's dense head, DistilBERT's pre-classifier, DeBERTa's
-# context pooler) runs.
-CASES = [(t, k) for t in ("bert", "deberta-v2", "xlm-roberta") for k in KINDS]
+# Every kind on BERT and XLM-RoBERTa (segments, positions after the padding id), others on the
+# rest, so that every type fine-tunes and exports at least once and each sequence head (BERT's
+# pooler, RoBERTa's dense head, DistilBERT's pre-classifier) runs. DeBERTa-v3 is the deberta-v3
+# family's (tests/model/deberta/test_deberta_finetune.py).
+CASES = [(t, k) for t in ("bert", "xlm-roberta") for k in KINDS]
 CASES += [("roberta", "regression"), ("camembert", "multilabel")]
 CASES += [("distilbert", "classification"), ("distilbert", "qa")]
 AUTO = {
@@ -377,8 +374,8 @@ def test_every_type_and_kind_is_covered():
 
 @pytest.mark.parametrize("model_type", TYPES)
 def test_the_recipe_gives_every_weight_of_every_head_its_depth(model_type, task_tokenizer):
-    """Layer-wise LR decay over the type's own names (embeddings, DeBERTa's relative positions,
-    layers, the head and its pooler) and no decay on any norm or bias."""
+    """Layer-wise LR decay over the type's own names (embeddings, layers, the head and its pooler)
+    and no decay on any norm or bias."""
     raw = tiny_config(model_type, task_tokenizer.get_vocab_size()).to_dict()
     cfg = config_from_json(raw, "config.json")
     recipe = FinetuneConfig(layerwise_lr_decay=0.5, weight_decay=0.01)
@@ -406,8 +403,7 @@ def test_the_recipe_gives_every_weight_of_every_head_its_depth(model_type, task_
 @pytest.mark.parametrize("model_type", TYPES)
 def test_the_dropout_flag_sets_every_head_dropout(model_type, task_tokenizer):
     """--dropout (the family's dropout fields) reaches the heads' own dropouts too: DistilBERT's
-    classifier and QA dropouts (0.2 and 0.1 in `transformers`) follow it; DeBERTa's context
-    pooler keeps `pooler_dropout`, 0 as the hub's models ship it."""
+    classifier and QA dropouts (0.2 and 0.1 in `transformers`) follow it."""
     raw = tiny_config(model_type, task_tokenizer.get_vocab_size()).to_dict()
     cfg = with_dropout(config_from_json(raw, "config.json"), 0.3)
     for head in (
@@ -415,11 +411,7 @@ def test_the_dropout_flag_sets_every_head_dropout(model_type, task_tokenizer):
         TransformersForTokenClassification(cfg, 3),
         TransformersForQuestionAnswering(cfg),
     ):
-        rates = {
-            name: m.p
-            for name, m in head.named_modules()
-            if isinstance(m, torch.nn.Dropout) and name != "pooler.dropout"
-        }
+        rates = {name: m.p for name, m in head.named_modules() if isinstance(m, torch.nn.Dropout)}
         assert rates and set(rates.values()) == {0.3}, rates
         assert head.config == cfg  # what the folder saves: the encoder's config, unchanged
 

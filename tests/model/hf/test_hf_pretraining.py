@@ -24,17 +24,17 @@ from electra.pretraining.train import continued_networks, pretrain
 from electra.scoring.heldout import corrupt_and_score
 
 from ...conftest import assert_one_line_error, run_cli, sentence, shared_data
-from .shapes import DEBERTA_V3, TYPES
+from .shapes import TYPES
 
 
 def hf_config(model_type: str, vocab: int, **sizes) -> transformers.PretrainedConfig:
-    """A tiny random config of `model_type` as the hub ships its kind (DeBERTa-v3's settings)."""
+    """A tiny random config of `model_type` as the hub ships its kind (RoBERTa's positions)."""
     size = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
     size |= {"intermediate_size": 64, **sizes}
     if model_type == "distilbert":
         size = {"dim": size["hidden_size"], "n_layers": size["num_hidden_layers"], "n_heads": 2}
         size["hidden_dim"] = 64
-    extra = {"deberta-v2": DEBERTA_V3}.get(model_type, {})
+    extra = {}
     if model_type in ("roberta", "xlm-roberta", "camembert"):
         extra = {"type_vocab_size": 1, "max_position_embeddings": 66}  # 65 tokens: pad 0, + 1
     return transformers.AutoConfig.for_model(
@@ -119,8 +119,8 @@ def test_generator_from_mlm_objective_and_export(tmp_path, corpus, capsys):
     the folder's masked LM, head included; an exported continued run loads in `transformers` as
     the type's `...ForMaskedLM`, `...ForTokenClassification` and bare model with no missing or
     unexpected keys."""
-    folder, data = mlm_folder(tmp_path, "deberta-v2", corpus)
-    small, _ = mlm_folder(tmp_path, "deberta-v2", corpus, name="small", seed=1)
+    folder, data = mlm_folder(tmp_path, "roberta", corpus)
+    small, _ = mlm_folder(tmp_path, "roberta", corpus, name="small", seed=1)
     run = tmp_path / "run"
     args = ("--data", data, "--train.steps", 2, "--train.batch_size", 4, "--no-progress")
     code, _, err = run_cli(
@@ -138,7 +138,7 @@ def test_generator_from_mlm_objective_and_export(tmp_path, corpus, capsys):
     ):
         model, info = auto.from_pretrained(out / sub, output_loading_info=True)
         assert not any(info.values()), (sub, info)
-        assert type(model).__name__.startswith("DebertaV2"), type(model).__name__
+        assert type(model).__name__.startswith("Roberta"), type(model).__name__
     mlm = tmp_path / "mlm-run"
     code, _, err = run_cli(
         capsys, "pretrain", "--init-from", folder, "--objective.name", "mlm", "--out", mlm, *args
@@ -169,11 +169,12 @@ def test_bad_continuations_are_one_line_errors(tmp_path, corpus, capsys):
 
 
 def test_a_model_from_scratch_takes_a_config_json(tmp_path, corpus, capsys):
-    """`model.hf_config`: a DeBERTa-v3-shaped config.json builds the hf family's model (its
-    settings kept, the vocabulary the data's); an ELECTRA one goes to the native family."""
+    """`model.hf_config`: an XLM-R config.json builds the hf family's model (its settings kept,
+    the vocabulary the data's); an ELECTRA one goes to the native family (a DeBERTa-v3 one to
+    the deberta-v3 family: tests/model/deberta/test_deberta_folders.py)."""
     _, data = mlm_folder(tmp_path, "bert", corpus)
     config = tmp_path / "config.json"
-    config.write_text(json.dumps(hf_config("deberta-v2", 128100).to_dict()))
+    config.write_text(json.dumps(hf_config("xlm-roberta", 250002).to_dict()))
     run = tmp_path / "run"
     code, _, err = run_cli(
         capsys,
@@ -182,11 +183,10 @@ def test_a_model_from_scratch_takes_a_config_json(tmp_path, corpus, capsys):
     )
     assert code == 0, err
     model = json.loads((run / "config.json").read_text())["model"]
-    assert model["model_type"] == "deberta-v2" and model["vocab_size"] < 200
-    assert json.loads(model["hf_extra"])["position_buckets"] == 256
+    assert model["model_type"] == "xlm-roberta" and model["vocab_size"] < 200
     saved = json.loads((run / "discriminator" / "config.json").read_text())
-    assert saved["relative_attention"] and saved["architectures"] == [
-        "DebertaV2ForTokenClassification"
+    assert saved["max_position_embeddings"] == 66 and saved["architectures"] == [
+        "XLMRobertaForTokenClassification"
     ]
     electra = tmp_path / "electra.json"
     electra.write_text(json.dumps(transformers.ElectraConfig(hidden_size=64).to_dict()))

@@ -277,11 +277,13 @@ def test_a_path_the_device_or_model_cannot_run_is_refused():
         runtime.check_model(tiny_model_config())
     with pytest.raises(
         ElectraError,
-        match=r"^attention=flex is an attention path of the family model.arch=modernbert only",
+        match=r"^attention=flex is an attention path of the family model.arch=deberta-v3 or modernbert only",
     ):
         use_attention(ElectraForPreTraining(tiny_model_config()), "flex")
     use_attention(ElectraForPreTraining(tiny_model_config()), "sdpa")  # the electra family's
-    with pytest.raises(ElectraError, match=r"attention_dropout is 0\.1: set it to 0"):
+    with pytest.raises(
+        ElectraError, match=r"attention_dropout is 0\.1: set model\.attention_dropout=0"
+    ):
         use_attention(ModernBertModel(tiny_modern_config(attention_dropout=0.1)), "varlen")
 
 
