@@ -91,12 +91,17 @@ def held_config(model: nn.Module) -> AnyModelConfig:
     `transformers` cannot hold (`HFNames.not_exported`) off where the network holds nothing they
     build (a discriminator made from a config with the generator's decoder on)."""
     cfg = model.config
-    on = {f: False for f, _ in names_of(cfg).not_exported if getattr(cfg, f)}
+    on = [f for f, _ in names_of(cfg).not_exported if getattr(cfg, f)]
     if not on or type(model) not in architectures().values():
         return cfg
-    with torch.device("meta"):
-        plain = type(model)(replace(cfg, **on))
+    plain = without(model, on)
     return plain.config if plain.state_dict().keys() == model.state_dict().keys() else cfg
+
+
+def without(model: nn.Module, fields: Iterable[str]) -> nn.Module:
+    """An empty (meta) network of `model`'s class with the boolean config `fields` off."""
+    with torch.device("meta"):  # the weights, where wanted, are `model`'s
+        return type(model)(replace(model.config, **{field: False for field in fields}))
 
 
 def exported_form(model: nn.Module) -> tuple[nn.Module, list[str]]:
@@ -107,9 +112,7 @@ def exported_form(model: nn.Module) -> tuple[nn.Module, list[str]]:
     on = [(f, note) for f, note in names_of(model.config).not_exported if getattr(model.config, f)]
     if not on:
         return model, []
-    cfg = replace(model.config, **{field: False for field, _ in on})
-    with torch.device("meta"):  # the weights are `model`'s: nothing to initialise
-        plain = type(model)(cfg)
+    plain = without(model, [field for field, _ in on])
     state = model.state_dict()
     keep = {k: v for k, v in state.items() if k in plain.state_dict()}
     plain.load_state_dict(keep, strict=True, assign=True)
