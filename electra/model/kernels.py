@@ -236,12 +236,17 @@ def dropped_attention(
     # that no [B, T, T] product or gradient needs a pass of its own for them.
     sq, sv = (x.shape[-1] // heads) ** -0.5, 1.0 / (1.0 - dropout_p)
     qkv = linear(x, torch.cat([wq * sq, wk, wv * sv]), torch.cat([bq * sq, bk, bv * sv]))
+    return _DroppedAttention.apply(qkv, padding_bias(mask, qkv), heads, dropout_p)
+
+
+def padding_bias(mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """The additive bias (0 or -inf, `like`'s dtype) of a boolean [B, 1, 1 or T, T] key mask, as
+    [B, 1 or T, T]; [1, 1, 1] for none. Broadcast by baddbmm, it is cheaper than a masked_fill
+    over every [B, T, T] score."""
     if mask is None:
-        bias = qkv.new_zeros(1, 1, 1)
-    else:  # additive, broadcast by baddbmm: cheaper than masked_fill over every [B, T, T] score
-        bias = torch.zeros(mask.shape, dtype=qkv.dtype, device=qkv.device)
-        bias = bias.masked_fill_(~mask, float("-inf")).squeeze(1)
-    return _DroppedAttention.apply(qkv, bias, heads, dropout_p)
+        return like.new_zeros(1, 1, 1)
+    bias = torch.zeros(mask.shape, dtype=like.dtype, device=like.device)
+    return bias.masked_fill_(~mask, float("-inf")).squeeze(1)
 
 
 class _DroppedAttention(torch.autograd.Function):

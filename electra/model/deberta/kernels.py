@@ -21,7 +21,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from electra.model.deberta.modeling import Context, DisentangledSelfAttention
-from electra.model.kernels import draw_seed, keep_mask, linear, stock_ops
+from electra.model.kernels import draw_seed, keep_mask, linear, padding_bias, stock_ops
 
 
 class PerHeadDisentangledAttention(DisentangledSelfAttention):
@@ -36,27 +36,21 @@ class PerHeadDisentangledAttention(DisentangledSelfAttention):
         p = self.dropout_now()
         sq, sv = 1.0 / self.scale, 1.0 / (1.0 - p)
         wq, wk, wv = self.query_proj, self.key_proj, self.value_proj
+        # The scaled query product serves the content and the relative rows alike: Pq's term is
+        # k.Pq / s.
+        q_weight, q_bias = wq.weight * sq, wq.bias * sq
         qkv = linear(
             x,
-            torch.cat([wq.weight * sq, wk.weight, wv.weight * sv]),
-            torch.cat([wq.bias * sq, wk.bias, wv.bias * sv]),
+            torch.cat([q_weight, wk.weight, wv.weight * sv]),
+            torch.cat([q_bias, wk.bias, wv.bias * sv]),
         )
-        # The relative rows through the (scaled) query and key products: Pq's term is k.Pq / s.
         pos = linear(
             self.pos_dropout(ctx.rel),
-            torch.cat([wq.weight * sq, wk.weight]),
-            torch.cat([wq.bias * sq, wk.bias]),
+            torch.cat([q_weight, wk.weight]),
+            torch.cat([q_bias, wk.bias]),
         )
         bias = padding_bias(ctx.mask, qkv)
         return DisentangledAttention.apply(qkv, pos, bias, ctx.index, self.num_attention_heads, p)
-
-
-def padding_bias(mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
-    """The additive [B, 1, T] bias of a [B, 1, 1, T] key mask (0 or -inf); [1, 1, 1] for none."""
-    if mask is None:
-        return like.new_zeros(1, 1, 1)
-    bias = torch.zeros(mask.shape, dtype=like.dtype, device=like.device)
-    return bias.masked_fill_(~mask, float("-inf")).squeeze(1)
 
 
 class DisentangledAttention(torch.autograd.Function):

@@ -208,9 +208,10 @@ class DebertaV2Attention(nn.Module):
         self.output = DebertaV2ResidualOutput(cfg, cfg.hidden_size)
 
     def forward(self, x, ctx, queries=None, positions=None) -> torch.Tensor:
-        residual = x if positions is None else gather_positions(x, positions)
-        if queries is not None:
+        if queries is not None:  # the enhanced mask decoder's query states are the residual
             residual = queries
+        else:
+            residual = x if positions is None else gather_positions(x, positions)
         return self.output(self.self(x, ctx, queries, positions), residual)
 
 

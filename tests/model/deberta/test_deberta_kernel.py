@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from electra.model.deberta.kernels import DisentangledAttention, padding_bias
+from electra.model.deberta.kernels import DisentangledAttention
 from electra.model.deberta.relative import RelativeRows
-from electra.model.kernels import draw_seed, keep_mask
+from electra.model.kernels import draw_seed, keep_mask, padding_bias
 
 from ...numerics import assert_same_computation, assert_same_gradients
 
