@@ -1,7 +1,7 @@
 """electra: pretrain text encoders with ELECTRA's replaced token detection, then fine-tune and export them.
 
 The Python API equals the command line (docs/python.md): `electra.train_tokenizer`, `prepare`,
-`pretrain`, `experiment`, `detect`, `score_text`, `finetune`, `evaluate`, `export`, `predict`,
+`pretrain`, `experiment`, `detect`, `score_text`, `finetune`, `evaluate`, `probe`, `export`, `predict`,
 `score`, `plot` and `preset_sizes` (`electra presets`), one per command, and
 `electra.Predictor.load(folder)`. They are named here lazily (PEP 562), so
 that `import electra` loads no torch until a function needs it.
@@ -22,8 +22,10 @@ _LAZY = {
     "experiment": "electra.api",
     "detect": "electra.api",
     "score_text": "electra.api",
+    "health": "electra.api",
     "finetune": "electra.api",
     "evaluate": "electra.api",
+    "probe": "electra.api",
     "export": "electra.api",
     "score": "electra.api",
     "plot": "electra.api",

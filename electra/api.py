@@ -25,6 +25,7 @@ from electra.pretraining.resolve import given_keys, resumed_config, run_config
 from electra.tasks.finetune_config import FinetuneConfig
 
 if TYPE_CHECKING:  # the tasks import torch
+    from electra.probing.probe import ProbeConfig
     from electra.tasks.tables import DataSource
 
 
@@ -300,6 +301,38 @@ def evaluate(
     )
 
 
+def probe(
+    model: str | Path,
+    task: str,
+    data: DataSource,
+    out: str | Path,
+    cfg: ProbeConfig | None = None,
+    *,
+    task_cfg: FinetuneConfig | None = None,
+    overwrite: bool = False,
+    **settings: Any,
+) -> dict[str, Any]:
+    """A linear probe on the frozen features of `model` (a model, run or Hugging Face folder) for
+    `task` (single-label classification or tagging), beside the same architecture's random
+    weights and the trivial baseline, as `electra probe` does; writes out/results.json and
+    returns it. `data` is the task's folder, its training file (then no dev split: refused), or
+    {"train": FILE, "dev": FILE}. The recipe is `cfg` (default `ProbeConfig()`) with `settings`,
+    its fields as keywords (`seeds=5, train_examples=500, random_weights=False`); `task_cfg`
+    holds the task family's settings (`FinetuneConfig(classification=...)`). A finished probe of
+    the same model, data and recipe in `out` is returned without running again."""
+    from electra.probing.probe import ProbeConfig
+    from electra.probing.probe import probe as run
+
+    known = {f.name for f in fields(ProbeConfig)}
+    if unknown := sorted(set(settings) - known):
+        raise ElectraError(
+            f"electra.probe: unknown setting {unknown[0]!r}: choose from {', '.join(sorted(known))}"
+        )
+    given = {k: v for k, v in settings.items() if v is not None}  # None: the recipe's value
+    cfg = dataclass_replace(cfg or ProbeConfig(), **given)
+    return run(model, task, data, out, cfg, task_cfg=task_cfg, overwrite=overwrite)
+
+
 def export(
     model: str | Path, out: str | Path, *, step: int | None = None, overwrite: bool = False
 ) -> list[Path]:
@@ -329,6 +362,27 @@ def score_text(model: str | Path, texts: str | Sequence[str]) -> list[dict[str, 
     return pseudo_log_likelihood(model, _texts(texts))
 
 
+def health(
+    run: str | Path,
+    data: str | Path,
+    *,
+    step: int | None = None,
+    max_rows: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """A pretraining run's held-out health, as `electra health --json` prints it: its networks
+    (the finished models, or checkpoint `step`) on the first `max_rows` rows (default 256) of
+    `data` (a folder `prepare` wrote with the run's tokenizer), masked and sampled from `seed`
+    (default: the run's). {"scored": which networks, "disc_auc", "disc_ap", "disc_prior_gain",
+    "mlm_loss", "hidden_rms", "mean_cosine", "effective_rank", "verdict", "in_words", ...}."""
+    from electra.scoring.health import MAX_ROWS, in_words, score_run
+
+    if max_rows is not None and max_rows < 1:
+        raise ElectraError(f"--rows {max_rows}: score at least 1 held-out row")
+    measured, which = score_run(run, data, step, max_rows or MAX_ROWS, seed)
+    return {"scored": which, **measured.record(), "in_words": in_words(measured)}
+
+
 def _texts(texts: str | Sequence[str]) -> list[str]:
     return [texts] if isinstance(texts, str) else list(texts)
 
@@ -346,6 +400,7 @@ def experiment(
     task: str | None = None,
     task_data: str | Path | None = None,
     seeds: int = 3,
+    score: str = "finetune",
     points: int = 1,
     pretrain_set: Mapping[str, Any] | None = None,
     finetune_set: Mapping[str, Any] | None = None,
@@ -355,7 +410,8 @@ def experiment(
     `preset` on the data folder `data` at one budget, `flops` per arm or what the first arm
     spends in `steps` (one of the two), fine-tunes `points` checkpoints of each on `tasks`
     (GLUE's under `glue`; default mrpc stsb rte, none where `task` is given) and on `task`, a
-    task on your own files in `task_data`, over `seeds` seeds, and writes the table and plots to
+    task on your own files in `task_data`, over `seeds` seeds (`score` "probe": probes their
+    frozen features instead, `electra probe`; "both": both), and writes the table and plots to
     `out`, as `electra experiment` does; returns the results it writes as out/results.json.
     `pretrain_set` ({"train.lr": 1e-4}) is set on every arm, `finetune_set` ({"epochs": 3}) on
     every fine-tuning. Called again with the same plan, it continues where it stopped."""
@@ -379,6 +435,7 @@ def experiment(
         arms=[parse_arm(a) for a in arms],
         tasks=[*tasks, *([task] if task else [])],
         seeds=seeds,
+        score=score,
         flops=flops,
         steps=steps,
         points=points,

@@ -293,6 +293,11 @@ class TrainConfig(OptimConfig, RuntimeConfig):
     # tokenizer), instead of the folder's lower layers.
     generator_from: str | None = None
     tensorboard: bool = True  # curves in RUN/tensorboard
+    # A prepared data folder of held-out text (the run's tokenizer) that the run scores itself on
+    # every `eval_every` steps (0: at each checkpoint) and at its end: held-out AUC, the
+    # generator's loss and whether the discriminator's states collapse (electra.scoring.health).
+    eval_data: str | None = None
+    eval_every: int = 0
     # Under torchrun: ddp (a replica per process) or fsdp (parameters, gradients and optimizer
     # state sharded over the processes, for models that do not fit one device).
     parallel: str = "ddp"
@@ -301,7 +306,11 @@ class TrainConfig(OptimConfig, RuntimeConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        none_for_unset(self, {"stop_after": 0, "init_from": "", "generator_from": ""})
+        none_for_unset(
+            self, {"stop_after": 0, "init_from": "", "generator_from": "", "eval_data": ""}
+        )
+        if self.eval_every < 0:
+            raise ElectraError(f"train.eval_every must be 0 or more (got {self.eval_every})")
         if self.parallel not in PARALLEL_MODES:
             raise ElectraError(
                 f"train.parallel={self.parallel!r}: use {' or '.join(PARALLEL_MODES)}"

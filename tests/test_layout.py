@@ -121,6 +121,7 @@ LAYERS = (
     "scoring",
     "pretraining",
     "finetuning",
+    "probing",
     "recipes",
     "api",
     "cli",

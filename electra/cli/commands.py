@@ -114,6 +114,7 @@ def cmd_experiment(args: argparse.Namespace) -> None:
         task=args.task,
         task_data=args.task_data,
         seeds=args.seeds,
+        score=args.score,
         points=args.points,
         pretrain_set=_pairs(args.pretrain_set, "--pretrain-set"),
         finetune_set=_pairs(args.finetune_set, "--finetune-set"),

@@ -72,6 +72,8 @@ PRETRAIN_ALIASES = {
     "train.attention": "--attention",
     "train.init_from": "--init-from",
     "train.generator_from": "--generator-from",
+    "train.eval_data": "--eval-data",
+    "train.eval_every": "--eval-every",
 }
 _CONFIG_FLAG = "config_flag:"  # the prefix of a generated flag's dest, to find them again
 

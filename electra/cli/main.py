@@ -9,6 +9,7 @@ import sys
 import textwrap
 from dataclasses import fields
 
+from electra.cli.analysis import add_health, add_probe
 from electra.cli.commands import (
     _add_finetune_flags,
     cmd_demo,
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(sub)
     _add_predict(sub)
     _add_score(sub)
+    add_probe(sub)
+    add_health(sub)
     _add_plot(sub)
     _add_presets(sub)
     _add_demo(sub)
@@ -251,6 +254,12 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
     )
     xp.add_argument("--task-data", help="--task's folder holding train.* and dev.*")
     xp.add_argument("--seeds", type=int, default=3)
+    xp.add_argument(
+        "--score",
+        choices=("finetune", "probe", "both"),
+        default="finetune",
+        help="fine-tune each point, probe its frozen features (electra probe), or both",
+    )
     xp.add_argument(
         "--points", type=int, default=1, help="checkpoints fine-tuned per arm (a GLUE curve)"
     )
@@ -514,6 +523,8 @@ def _add_threads(sub: argparse._SubParsersAction) -> None:
         "evaluate",
         "predict",
         "demo",
+        "probe",
+        "health",
     ):
         sub.choices[name].add_argument(
             "--threads",

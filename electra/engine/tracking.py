@@ -1,6 +1,8 @@
 """Run metrics: one JSON object per logging step in RUN/metrics.jsonl and the same scalars to
 TensorBoard. What the objects hold is the objective's (`Objective.metrics`, the discriminator's AUC
-in `electra.objectives.metrics`) and the trainer's."""
+in `electra.objectives.metrics`) and the trainer's; a held-out measurement
+(`electra.scoring.health`, `pretrain --eval-data`) is a record of its own with `"split": "heldout"`,
+under `heldout/` in TensorBoard."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from electra.jsonl import append_jsonl, read_jsonl
+
+TRAIN, HELDOUT = "train", "heldout"  # a record's split; a training window's record names none
 
 
 class RunLogger:
@@ -31,10 +35,10 @@ class RunLogger:
         }
         append_jsonl(self.path, clean)
         if self.writer is not None:
-            step = record["step"]
+            step, split = record["step"], record.get("split", TRAIN)
             for k, v in record.items():
                 if k != "step" and isinstance(v, int | float) and np.isfinite(v):
-                    self.writer.add_scalar(f"train/{k}", v, step)
+                    self.writer.add_scalar(f"{split}/{k}", v, step)
             self.writer.flush()
 
     def close(self) -> None:
@@ -42,8 +46,11 @@ class RunLogger:
             self.writer.close()
 
 
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+def read_metrics(run_dir: Path, split: str | None = TRAIN) -> list[dict[str, Any]]:
+    """The records of RUN/metrics.jsonl of one split: the training windows' (default), or the
+    held-out measurements' ("heldout"); every record with `split` None."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return []
-    return read_jsonl(path, empty_ok=True)
+    rows = read_jsonl(path, empty_ok=True)
+    return rows if split is None else [r for r in rows if r.get("split", TRAIN) == split]

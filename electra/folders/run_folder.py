@@ -31,7 +31,7 @@ from electra.locks import LOCK_FILE, RunLock
 from electra.overrides import flatten
 
 # Settings a resumed run may change: how long it trains and when it stops, how often it logs and
-# saves, how it runs (device, precision, kernels, compilation, processes: the micro-batches' seeds
+# saves (and scores itself on held-out text), how it runs (device, precision, kernels, compilation, processes: the micro-batches' seeds
 # follow the rows, electra.pretraining.train.micro_batch_seed) and the learning rate (the remedy a
 # run stopped by non-finite steps is told to take). Everything else (architecture, sizes, objective,
 # data, sequence length, batch, seed, schedule) makes another run: refused.
@@ -47,6 +47,8 @@ MAY_CHANGE_ON_RESUME = tuple(
         "max_skipped_steps",
         "tensorboard",
         "progress",
+        "eval_data",
+        "eval_every",
         "grad_accum",
         "parallel",
         "device",
@@ -60,7 +62,7 @@ MAY_CHANGE_ON_RESUME = tuple(
 )
 MAY_CHANGE_SAID = (
     "only train.steps, stop_after, lr, log_every, save_every, keep_last, max_skipped_steps, "
-    "tensorboard, progress and how it runs (grad_accum, parallel, device, precision, compile, "
+    "tensorboard, progress, eval_data, eval_every and how it runs (grad_accum, parallel, device, precision, compile, "
     "compile_mode, cuda_graph, kernels, attention)"
 )
 # Settings a run takes from its data and tokenizer whatever it is given (a new run too: see
@@ -288,7 +290,7 @@ def remove_leftovers(run_dir: Path) -> None:
 def drop_metrics_after(run_dir: Path, step: int) -> None:
     """Removes the metrics a killed run logged after the checkpoint it resumes from, so that
     RUN/metrics.jsonl holds each step once."""
-    rows = read_metrics(run_dir)
+    rows = read_metrics(run_dir, split=None)
     kept = [r for r in rows if r.get("step", 0) <= step]
     if len(kept) < len(rows):
         write_jsonl(Path(run_dir) / "metrics.jsonl", kept)

@@ -47,7 +47,7 @@ from electra.engine.runtime import (
     train_step_function,
 )
 from electra.engine.step import Window
-from electra.engine.tracking import RunLogger
+from electra.engine.tracking import HELDOUT, RunLogger
 from electra.errors import ElectraError
 from electra.folders.checkpoint import load_checkpoint, save_checkpoint
 from electra.folders.continuation import load_pair_weights
@@ -60,6 +60,7 @@ from electra.model.layers import count_parameters, format_count
 from electra.objectives import Objective, build_objective, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 from electra.pretraining.resolve import ResolvedRun, resolve_run
+from electra.scoring.health import Health, in_words, measure, open_heldout
 
 # What each FLOP convention is called where a run says which it counts in.
 CONVENTIONS = {
@@ -234,6 +235,9 @@ class Run:
     elapsed_before: float = 0.0  # training time of the runs this one resumes
     last_saved: str | None = None  # the newest checkpoint, named for messages
     convention: str = "official"  # the FLOP convention `train_flops` is printed and logged in
+    heldout: dict[str, torch.Tensor] | None = None  # rows of train.eval_data, on the device
+    health: tuple[int, Health] | None = None  # the newest held-out measurement and its step
+    warned: bool = False  # the collapse warning is said once
 
     @property
     def device(self) -> torch.device:
@@ -286,6 +290,13 @@ def build(
         cfg, run_dir, data, world, runtime, objective, model, optimizer, stream, micro_batch, stop
     )
     run.convention = logged_convention(cfg)
+    if cfg.train.eval_data:
+        fingerprint = data.meta["tokenizer_fingerprint"]
+        documents = bool(cfg.data.document_mask)
+        _, rows = open_heldout(
+            cfg.train.eval_data, fingerprint, data.seq_len, "--eval-data", documents=documents
+        )
+        run.heldout = to_device(rows, device)
     if latest is not None:
         state = load_checkpoint(latest, objective, optimizer)
         run.step, run.elapsed_before = state["step"], state.get("elapsed_s", 0.0)
@@ -364,6 +375,8 @@ def fit(run: Run) -> str:
         leave=True,
     )
     run.objective.train()
+    if run.heldout is not None and run.step == 0:  # the untrained networks: the reference
+        _score_heldout(run, logger)
     with StopRequest() as stop_request:
         failure = _loop(run, run_step, logger, bar, stop_request)
     bar.close()
@@ -402,12 +415,18 @@ def _loop(
         stop_now = stop_request.requested and not world.distributed
         log_now = run.step % train.log_every == 0 or run.step == run.stop or stop_now
         save_now = run.step % train.save_every == 0 or run.step == run.stop
-        if not (log_now or save_now):
+        every = train.eval_every or train.save_every
+        eval_now = run.heldout is not None and (run.step % every == 0 or run.step == run.stop)
+        if not (log_now or save_now or eval_now):
             continue
         # The loop's sync points: ranks agree here on stopping, and the guard is read.
         if log_now:
             _log(run, window, lr, start, logger, bar)
             window = Window(run.objective.metrics)
+        if eval_now:  # every rank: a sharded network's forward is collective
+            scoring = time.perf_counter()
+            _score_heldout(run, logger)
+            window.start += time.perf_counter() - scoring  # tokens/s measures training only
         streak, current_streak = guard.read()
         if streak >= train.max_skipped_steps:
             return _non_finite_failure(run, streak)
@@ -444,6 +463,40 @@ def _log(
     if logger is not None:
         logger.log(record)
     bar.set_postfix(_postfix(record, run.objective.shown), refresh=False)
+
+
+def _score_heldout(run: Run, logger: RunLogger | None) -> None:
+    """Scores the networks on the held-out rows (`electra.scoring.health`) and logs the record;
+    the first collapsed measurement is said on stderr with what to try."""
+    with run.runtime.autocast(cache_casts=False):
+        health = measure(
+            run.objective.models(),
+            run.objective,
+            run.heldout,
+            run.data.special,
+            seed=run.cfg.train.seed,
+        )
+    run.health = (run.step, health)
+    if logger is None:
+        return
+    logger.log({"step": run.step, "split": HELDOUT, **health.record()})
+    if health.verdict == "collapsed" and not run.warned:
+        run.warned = True
+        print(
+            f"\nwarning: at step {run.step} the held-out health is {in_words(health)}",
+            file=sys.stderr,
+        )
+
+
+def health_summary(run: Run) -> str:
+    """The end-of-run line on the held-out health, or how to get it."""
+    if run.health is None:
+        return (
+            "held-out health: not measured; pass --eval-data FOLDER (held-out text prepared with "
+            "the run's tokenizer) to see whether the model learned or collapsed"
+        )
+    step, health = run.health
+    return f"held-out health at step {step}: {in_words(health)}"
 
 
 def _save(run: Run, window: Window, start: float) -> None:
@@ -490,7 +543,8 @@ def finish(run: Run, failure: str) -> None:
             for role, network in models.items():
                 save_pretrained(network, run_dir / role, tokenizer, run.data.special)
             print(
-                f"done: {run.step} steps; models in {run_dir}/{{{','.join(models)}}}",
+                f"done: {run.step} steps; models in {run_dir}/{{{','.join(models)}}}\n"
+                f"{health_summary(run)}",
                 file=sys.stderr,
             )
     elif world.is_main:

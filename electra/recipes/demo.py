@@ -18,12 +18,13 @@ from electra.config import apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from electra.engine.plot import plot_run
-from electra.engine.tracking import read_metrics
+from electra.engine.tracking import HELDOUT, read_metrics
 from electra.errors import ElectraError, Interrupted
 from electra.folders.checkpoint import latest_complete
 from electra.locks import claim_output
 from electra.pretraining.resolve import resumed_config
 from electra.pretraining.train import pretrain
+from electra.scoring.health import Health, in_words
 from electra.scoring.heldout import corrupt_and_score, showcase, summary
 
 MARKER = ".electra-demo"
@@ -110,7 +111,12 @@ def _run_demo(out: Path, steps: int | None) -> Path:
         cfg = resumed_config(run)  # the run's saved config
     else:
         _build_data(out)
-        overrides = {"data.path": str(out / "data"), "train.tensorboard": False}
+        overrides = {
+            "data.path": str(out / "data"),
+            "train.tensorboard": False,
+            # The run scores itself on the held-out topics as it trains (and says if it collapses).
+            "train.eval_data": str(out / "held-out-data"),
+        }
         if steps:
             overrides["train.steps"] = steps
         cfg = apply_overrides(preset("tiny"), overrides)
@@ -134,6 +140,9 @@ def _report(out: Path, run: Path) -> None:
     )
     png = plot_run(run)
     rows = read_metrics(run)
+    heldout = read_metrics(run, HELDOUT)
+    if heldout:
+        say(f"how the discriminator stands: {in_words(Health.from_record(heldout[-1]))}")
     say(
         f"learning curves: {png}\n"
         f"generator MLM loss {rows[0]['mlm_loss']:.2f} -> {rows[-1]['mlm_loss']:.2f} on its "

@@ -41,10 +41,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from electra.atomic import atomic_path, write_json_atomic, write_text_atomic
+from electra.atomic import write_json_atomic, write_text_atomic
 from electra.config import RunConfig, apply_overrides, preset
 from electra.data.store import PretrainingData
-from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
 from electra.folders.checkpoint import checkpoint_dirs
 from electra.folders.model_folder import ROLES, is_model_dir
@@ -55,10 +54,9 @@ from electra.objectives import OBJECTIVES, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 from electra.pretraining.resolve import resolve_run
 from electra.pretraining.train import pretrain
+from electra.recipes.experiment_plots import loss_curves, plot_experiment, plot_losses
+from electra.recipes.experiment_table import counted_in, score_name, table_lines
 from electra.tasks.glue import GLUE
-
-# The loss each family of objectives teaches its encoder, for the loss-curve plot.
-ENCODER_LOSS = ("disc_loss", "main_loss", "mlm_loss")
 
 
 @dataclass
@@ -107,6 +105,19 @@ class Plan:
     # A task on the user's own files (classification, ..., `electra.tasks.OWN_DATA`) -> its folder
     # of train.*/dev.* files; the other tasks are GLUE's, under `glue`.
     task_data: dict[str, str] = field(default_factory=dict)
+    # How each point is scored on the tasks: fine-tuned, probed frozen (`electra.probing`), or both.
+    score: str = "finetune"
+
+
+SCORES = ("finetune", "probe", "both")
+# What makes the arms' runs what they are: a rerun into OUT must match these. The rest of the
+# plan (tasks, seeds, scoring) may change, and the arms are scored again without pretraining again.
+PRETRAINING = ("preset", "data", "arms", "flops", "steps", "points", "pretrain_set")
+
+
+def scores(plan: Plan, kind: str) -> bool:
+    """Whether the plan scores its points by `kind` (finetune or probe)."""
+    return plan.score in (kind, "both")
 
 
 def arm_config(plan: Plan, arm: Arm, steps: int, data: PretrainingData) -> RunConfig:
@@ -179,6 +190,8 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
     """Per arm: steps, FLOPs and the checkpoints to fine-tune, checked before anything runs."""
     if not plan.arms:
         raise ElectraError("an experiment needs at least one --arm")
+    if plan.score not in SCORES:
+        raise ElectraError(f"--score {plan.score}: choose one of {', '.join(SCORES)}")
     labels = [a.label for a in plan.arms]
     if len(set(labels)) != len(labels):
         raise ElectraError(f"arm labels must differ (got {', '.join(labels)})")
@@ -219,6 +232,13 @@ def resolve(plan: Plan, data: PretrainingData) -> dict[str, Any]:
 def check_task(plan: Plan, task: str) -> None:
     """A GLUE task's folder exists; a task on the user's files reads them (train and dev) now,
     so that a bad file stops the experiment before any pretraining, not after it."""
+    if scores(plan, "probe"):
+        from electra.probing.probe import probe_kind
+        from electra.tasks import get_task
+        from electra.tasks.finetune_config import FinetuneConfig
+
+        settings = FinetuneConfig.from_values(plan.finetune_set, source="--finetune-set")
+        probe_kind(get_task(task, settings))  # classification or tagging: said before pretraining
     if task in plan.task_data:
         from electra.finetuning.results import read_split, read_train
         from electra.tasks import get_task
@@ -247,11 +267,6 @@ def data_of(plan: Plan, task: str) -> Path:
     return Path(plan.glue) / GLUE[task].submission
 
 
-def score_name(plan: Plan) -> str:
-    """What the mean of the task medians is called: GLUE when every task is GLUE's."""
-    return "GLUE" if all(t in GLUE for t in plan.tasks) else "mean"
-
-
 def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
     out = Path(out)
     data = PretrainingData(plan.data)
@@ -276,7 +291,10 @@ def run_experiment(plan: Plan, out: str | Path) -> dict[str, Any]:
                 models = pretrain_to(arm, cfg, point, arm_dir, counted_in(resolved), data)
                 encoder = encoder_folder(cfg, models, point)
                 for task in plan.tasks:
-                    finetune_point(plan, encoder, task)
+                    if scores(plan, "finetune"):
+                        finetune_point(plan, encoder, task)
+                    if scores(plan, "probe"):
+                        probe_point(plan, encoder, task)
                 write_results(plan, resolved, out, data)
     if busy:
         print(
@@ -293,9 +311,10 @@ def check_same_experiment(out: Path, record: dict[str, Any]) -> None:
     saved = out / "experiment.json"
     if saved.is_file():
         before = json.loads(saved.read_text())
-        if before["plan"] != record["plan"]:
+        if pretraining(before["plan"]) != pretraining(record["plan"]):
             raise ElectraError(
-                f"{out} holds another experiment ({saved} differs): choose another --out"
+                f"{out} holds another experiment ({saved} differs in its arms, budget, data or "
+                "pretraining settings): choose another --out"
             )
     elif out.is_file() or (out.is_dir() and any(out.iterdir())):
         raise ElectraError(
@@ -304,10 +323,9 @@ def check_same_experiment(out: Path, record: dict[str, Any]) -> None:
         )
 
 
-def counted_in(resolved: dict[str, Any]) -> str:
-    """The convention the budget counts in (experiment.json names it only where it is not the
-    official one, so that an ELECTRA-only experiment.json reads as before)."""
-    return resolved.get("convention", "official")
+def pretraining(plan: dict[str, Any]) -> dict[str, Any]:
+    """The part of a saved plan that its arms' runs depend on."""
+    return {k: plan.get(k) for k in PRETRAINING}
 
 
 def pretrain_to(
@@ -349,14 +367,31 @@ def encoder_folder(cfg: RunConfig, models: Path, step: int) -> Path:
     return next(models / r for r in ROLES if is_model_dir(models / r))
 
 
+def scoring_settings(plan: Plan, task: str, kind: str) -> dict[str, Any]:
+    """What a point's score on `task` by `kind` (finetune or probe) depends on besides the
+    point: the task's data and the seeds, and fine-tuning's settings."""
+    settings = {"data": str(data_of(plan, task)), "seeds": plan.seeds}
+    return settings | ({"set": plan.finetune_set} if kind == "finetune" else {})
+
+
+def cached(summary: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """A point's saved scores on a task, where they were scored with `settings` (the task's data,
+    the seeds, the recipe's settings); a summary from before settings were saved is taken."""
+    if not summary.is_file():
+        return None
+    row = json.loads(summary.read_text())
+    return row if row.get("settings", settings) == settings else None
+
+
 def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
     from electra.finetuning.run import finetune
     from electra.tasks.finetune_config import FinetuneConfig
 
     out = encoder.parent / "finetune" / task
     summary = out / "summary.json"
-    if summary.is_file():
-        return json.loads(summary.read_text())
+    settings = scoring_settings(plan, task, "finetune")
+    if (row := cached(summary, settings)) is not None:
+        return row
     cfg = FinetuneConfig.from_values(
         {**plan.finetune_set, "seeds": plan.seeds, "progress": False}, source="--finetune-set"
     )
@@ -373,37 +408,64 @@ def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
         "baseline_rule": (results.get("baseline") or {}).get("rule"),
         "seeds_not_beating_baseline": results["seeds_not_beating_baseline"],
     }
-    write_json_atomic(summary, {**row, "model": str(encoder)})
+    write_json_atomic(summary, {**row, "model": str(encoder), "settings": settings})
+    return row
+
+
+def probe_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
+    """The point's encoder probed frozen on `task` (`electra.probing.probe`), the same
+    architecture's random weights beside it, over the plan's seeds."""
+    from electra.probing.probe import ProbeConfig, probe
+    from electra.tasks.finetune_config import FinetuneConfig
+
+    out = encoder.parent / "probe" / task
+    summary = out / "summary.json"
+    settings = scoring_settings(plan, task, "probe")
+    if (row := cached(summary, settings)) is not None:
+        return row
+    task_cfg = FinetuneConfig.from_values(plan.finetune_set, source="--finetune-set")
+    cfg = ProbeConfig(seeds=plan.seeds)
+    results = probe(encoder, task, data_of(plan, task), out, cfg, task_cfg=task_cfg, overwrite=True)
+    spread = ("median", "min", "max")
+    row = {
+        "metric": results["main_metric"],
+        "features": {k: {s: v[s] for s in spread} for k, v in results["features"].items()},
+        "random": {k: {s: v[s] for s in spread} for k, v in results["random_weights"].items()},
+        "baseline": (results.get("baseline") or {}).get("metrics", {}).get(results["main_metric"]),
+    }
+    write_json_atomic(summary, {**row, "model": str(encoder), "settings": settings})
     return row
 
 
 def collect(plan: Plan, resolved: dict[str, Any], out: Path) -> dict[str, Any]:
-    """Every finished point's scores: {arm: [{step, train_flops, tasks: {task: row}, glue}]}."""
+    """Every scored point: {arm: [{step, train_flops, tasks: {task: fine-tuning row}, probes:
+    {task: probe row}, glue}]}, of the scores the plan asks for, with its settings."""
     table: dict[str, list[dict[str, Any]]] = {}
     for arm in plan.arms:
         info = resolved["arms"][arm.label]
         rows = []
         for point, flops in info["points"].items():
-            ft = out / "arms" / arm.label / f"step_{point}" / "finetune"
-            tasks = {
-                t: json.loads((ft / t / "summary.json").read_text())
-                for t in plan.tasks
-                if (ft / t / "summary.json").is_file()
-            }
-            if not tasks:
+            at = out / "arms" / arm.label / f"step_{point}"
+            tasks, probes = (scored(plan, at, kind) for kind in ("finetune", "probe"))
+            if not tasks and not probes:
                 continue
-            glue = sum(r["median"] for r in tasks.values()) / len(tasks)
-            complete = len(tasks) == len(plan.tasks)
-            rows.append(
-                {
-                    "step": int(point),
-                    "train_flops": flops,
-                    "tasks": tasks,
-                    "glue": glue if complete else None,
-                }
-            )
+            complete = tasks and len(tasks) == len(plan.tasks)
+            glue = sum(r["median"] for r in tasks.values()) / len(tasks) if complete else None
+            row = {"step": int(point), "train_flops": flops, "tasks": tasks, "glue": glue}
+            rows.append(row | ({"probes": probes} if scores(plan, "probe") else {}))
         table[arm.label] = rows
     return table
+
+
+def scored(plan: Plan, point: Path, kind: str) -> dict[str, dict[str, Any]]:
+    """The point's saved scores by `kind` on the plan's tasks, where the plan asks for them."""
+    if not scores(plan, kind):
+        return {}
+    found = {
+        t: cached(point / kind / t / "summary.json", scoring_settings(plan, t, kind))
+        for t in plan.tasks
+    }
+    return {t: row for t, row in found.items() if row is not None}
 
 
 def write_results(
@@ -424,166 +486,8 @@ def write_results(
         write_json_atomic(out / "results.json", results)
         lines = table_lines(plan, resolved, table)
         write_text_atomic(out / "results.md", "\n".join(lines) + "\n")
-        plot_experiment(plan, table, out, counted)
-        plot_losses(loss_curves(plan, out, configs, counted), out, counted)
+        ylabel = f"{score_name(plan)} dev ({', '.join(plan.tasks)}; mean of medians)"
+        if scores(plan, "finetune"):
+            plot_experiment(ylabel, table, out, counted)
+        plot_losses(loss_curves(out, configs, counted), out, counted)
     return results
-
-
-# The mark of a task median at or below the task's trivial baseline, explained under the table.
-AT_BASELINE = "†"
-
-
-def at_baseline(row: dict[str, Any]) -> bool:
-    """Whether a task's median is no better than its trivial baseline's score (a model answering
-    one class everywhere scores exactly that). A summary without a baseline is never marked."""
-    return row.get("baseline") is not None and row["median"] <= row["baseline"]
-
-
-def table_lines(
-    plan: Plan, resolved: dict[str, Any], table: dict[str, list[dict[str, Any]]]
-) -> list[str]:
-    """results.md: each arm's last point, a median at or below its baseline marked and the
-    baselines it failed to beat named under the table."""
-    archs = any("arch" in info for info in resolved["arms"].values())  # a modern arm: say which
-    lines = [
-        f"Budget: {resolved['budget']:.3g} training FLOPs per arm "
-        f"({counted_in(resolved)} convention); "
-        f"median of {plan.seeds} fine-tuning seeds (min–max); {score_name(plan)} = mean of the "
-        "task medians.",
-        "",
-        "| arm | "
-        + ("arch | " if archs else "")
-        + "objective | steps | train FLOPs | "
-        + " | ".join(plan.tasks)
-        + f" | {score_name(plan)} |",
-        "|---|---|---|---|" + "---|" * (len(plan.tasks) + archs) + "---|",
-    ]
-    failed: dict[str, dict[str, Any]] = {}  # task -> a marked row (its baseline and rule)
-    for arm in plan.arms:
-        info = resolved["arms"][arm.label]
-        arch = f"{info['arch']} | " if archs else ""
-        rows = table[arm.label]
-        last = rows[-1] if rows and rows[-1]["step"] == info["steps"] else None
-        cells = []
-        for task in plan.tasks:
-            r = last["tasks"].get(task) if last else None
-            if r is None:
-                cells.append("…")
-                continue
-            marked = at_baseline(r)
-            if marked:
-                failed.setdefault(task, r)
-            mark = f" {AT_BASELINE}" if marked else ""
-            cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f}){mark}")
-        glue = f"{last['glue']:.1f}" if last and last["glue"] is not None else "…"
-        lines.append(
-            f"| {arm.label} | {arch}{info['objective']} | {info['steps']} | "
-            f"{info['train_flops']:.3g} | " + " | ".join(cells) + f" | {glue} |"
-        )
-    return lines + baseline_note(failed)
-
-
-def baseline_note(failed: dict[str, dict[str, Any]]) -> list[str]:
-    """The footnote to the marked medians: each task's baseline and what it predicts."""
-    if not failed:
-        return []
-    bars = "; ".join(
-        f"{task} {r['baseline']:.1f}"
-        + (f", by predicting {r['baseline_rule']}" if r.get("baseline_rule") else "")
-        for task, r in failed.items()
-    )
-    return [
-        "",
-        f"{AT_BASELINE} At or below the trivial baseline ({bars}): no better than one answer "
-        "for every example (results.json lists the seeds that did not beat it), so the arm's "
-        "pretraining gave that task nothing its fine-tuning could use.",
-    ]
-
-
-def plot_experiment(
-    plan: Plan, table: dict[str, list[dict[str, Any]]], out: Path, counted: str = "official"
-) -> None:
-    """glue_vs_flops.png: a line per arm, its points at FLOPs in the budget's convention."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for label, rows in table.items():
-        pts = [(r["train_flops"], r["glue"]) for r in rows if r["glue"] is not None]
-        if pts:
-            ax.plot(*zip(*pts, strict=True), marker="o", label=label)
-    ax.set_xscale("log")
-    ax.set_xlabel(f"pretraining FLOPs ({counted} convention)")
-    ax.set_ylabel(f"{score_name(plan)} dev ({', '.join(plan.tasks)}; mean of medians)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    _save(fig, out / "glue_vs_flops.png")
-
-
-def loss_curves(
-    plan: Plan, out: Path, configs: dict[str, RunConfig], counted: str
-) -> dict[str, dict[str, Any]]:
-    """Each arm's logged losses against its FLOPs in the budget's convention `counted`:
-    {label: {"key": the encoder's loss, "encoder": [(flops, loss)], "generator": [...]}}. The
-    FLOPs are priced from each row's step rather than read from the log, where an arm's run may
-    count in its own convention (an ELECTRA arm's in the official one, as runs of experiments
-    that did not yet give theirs to `pretrain` did): the step means the same in every one."""
-    curves = {}
-    for arm in plan.arms:
-        rows = read_metrics(out / "arms" / arm.label / "pretrain")
-        key = next((k for k in ENCODER_LOSS if any(k in r for r in rows)), None)
-        if key is None:
-            continue
-        cfg = configs[arm.label]
-        flops = {s: train_flops(cfg, counted, steps=s) for s in {r["step"] for r in rows}}
-        generator = "mlm_loss" if key != "mlm_loss" else None  # else MLM is the encoder's loss
-        curves[arm.label] = {
-            "key": key,
-            "encoder": [(flops[r["step"]], r[key]) for r in rows if key in r],
-            "generator": [(flops[r["step"]], r[generator]) for r in rows if generator in r],
-        }
-    return curves
-
-
-# A line of at most this many logged points marks each: there are few enough to tell apart, and
-# a run shorter than train.log_every logs only its last step, a point that a bare line never
-# draws. Longer lines are drawn bare, their markers would hide the curve.
-MARKED_POINTS = 25
-
-
-def plot_losses(curves: dict[str, dict[str, Any]], out: Path, counted: str) -> None:
-    """losses.png: each arm's encoder loss against FLOPs, and its generator's MLM loss, on the
-    x-axis of the table's budget (one convention for every arm)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    def draw(ax, pts: list[tuple], label: str) -> None:
-        marker = "o" if len(pts) <= MARKED_POINTS else None
-        ax.plot(*zip(*pts, strict=True), marker=marker, markersize=4, label=label)
-
-    fig, (enc, gen) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for label, curve in curves.items():
-        draw(enc, curve["encoder"], f"{label} ({curve['key']})")
-        if curve["generator"]:
-            draw(gen, curve["generator"], label)
-    for ax, title in ((enc, "the encoder's loss"), (gen, "the generator's MLM loss")):
-        ax.set_xlabel(f"pretraining FLOPs ({counted} convention)")
-        ax.set_yscale("log")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend()
-    _save(fig, out / "losses.png")
-
-
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)

@@ -202,15 +202,18 @@ def test_grad_accumulation_matches_the_full_batch(wikitext_data, tmp_path):
     assert la[0] == pytest.approx(lb[0], rel=0.05)
 
 
-def test_tiny_preset_learns_on_real_text(tmp_path):
+def test_tiny_preset_learns_on_real_text_and_stays_healthy(tmp_path):
     """On WikiText (8k WordPiece vocabulary, seq len 128) the generator's MLM loss falls at every
-    window; the discriminator's AUC climbs from chance to above 0.75 against the young generator
-    (it then dips as the generator's samples grow plausible: ELECTRA's dynamic, which the official
-    optimizer's fast start brings forward), and from the second window on its loss stays below
-    the entropy of the replaced fraction, what a discriminator that learned nothing would score."""
+    window; the discriminator's AUC climbs from chance to above 0.75 against the young generator,
+    and once the warm-up is over its loss stays below the entropy of the replaced fraction, what
+    a discriminator that learned nothing would score. On held-out text its states have not
+    collapsed: at the paper's 5e-4 they do within 150 steps (docs/pretraining.md §Held-out
+    health), at the preset's learning rate they stay apart."""
     corpus = shared_data("wikitext-2-raw", "wiki.valid.raw")
     save_tokenizer(train_tokenizer([corpus], vocab_size=8000), tmp_path / "tok", lowercase=True)
     prepare([str(corpus)], tmp_path / "tok", seq_len=128, out_dir=tmp_path / "data", workers=1)
+    held = shared_data("wikitext-2-raw", "wiki.test.raw")
+    prepare([str(held)], tmp_path / "tok", seq_len=128, out_dir=tmp_path / "held", workers=1)
     overrides = {
         "data.path": str(tmp_path / "data"),
         "train.steps": 200,
@@ -218,15 +221,23 @@ def test_tiny_preset_learns_on_real_text(tmp_path):
         "train.progress": False,
         "train.tensorboard": False,
         "train.save_every": 1000,
+        "train.eval_data": str(tmp_path / "held"),
+        "train.eval_every": 100,
         "train.device": "cpu",  # the curve's shape is asserted for the CPU's random stream
     }
-    rows = read_metrics(pretrain(apply_overrides(preset("tiny"), overrides), tmp_path / "run"))
+    run = pretrain(apply_overrides(preset("tiny"), overrides), tmp_path / "run")
+    rows = read_metrics(run)
     aucs = [r["disc_auc"] for r in rows]
     mlm = [r["mlm_loss"] for r in rows]
     assert aucs[0] < 0.65 and max(aucs) > 0.75, aucs
-    assert mlm[-1] < mlm[0] - 0.5, mlm
+    assert mlm[-1] < mlm[0] - 0.3, mlm
     assert all(b < a for a, b in zip(mlm, mlm[1:], strict=False)), mlm  # falls at every window
-    for r in rows[1:]:
+    for r in rows[4:]:  # after the 100 warm-up steps
         p = r["replaced_frac"]
         prior = -(p * math.log(p) + (1 - p) * math.log(1 - p))
         assert r["disc_loss"] < prior - 0.01, (r["step"], r["disc_loss"], prior)
+    heldout = read_metrics(run, "heldout")
+    assert [h["step"] for h in heldout] == [0, 100, 200]
+    last = heldout[-1]
+    assert last["verdict"] == "learned" and last["mean_cosine"] < 0.6, heldout
+    assert last["disc_auc"] > 0.75 and last["disc_prior_gain"] > 0.05, heldout

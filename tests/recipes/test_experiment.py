@@ -11,7 +11,7 @@ from electra.data.store import PretrainingData
 from electra.engine.tracking import read_metrics
 from electra.errors import ElectraError
 from electra.objectives.flops import official_train_flops, train_flops
-from electra.recipes import experiment
+from electra.recipes import experiment, experiment_plots
 from electra.recipes.experiment import Arm, Plan, arm_config, parse_arm, resolve
 from tests.engine.test_resolve_run import count_data_opens
 
@@ -235,13 +235,13 @@ def _one_convention(plan: dict, err: str, out, figures: dict) -> None:
 
 def _figures(monkeypatch) -> dict:
     """The figures the experiment saves, by file name, kept for inspection."""
-    saved, save = {}, experiment._save
+    saved, save = {}, experiment_plots._save
 
     def keep(fig, path):
         saved[path.name] = fig
         save(fig, path)
 
-    monkeypatch.setattr(experiment, "_save", keep)
+    monkeypatch.setattr(experiment_plots, "_save", keep)
     return saved
 
 
@@ -321,8 +321,8 @@ def test_the_report_marks_baselines_and_counts_in_one_convention(
 def test_a_long_loss_line_is_drawn_bare(tmp_path, monkeypatch):
     """Markers would hide the curve of a line longer than `MARKED_POINTS`."""
     figures = _figures(monkeypatch)
-    many = [(float(s), 1.0) for s in range(1, experiment.MARKED_POINTS + 2)]
-    experiment.plot_losses(
+    many = [(float(s), 1.0) for s in range(1, experiment_plots.MARKED_POINTS + 2)]
+    experiment_plots.plot_losses(
         {"long": {"key": "mlm_loss", "encoder": many, "generator": []}}, tmp_path, "official"
     )
     (line,) = figures["losses.png"].axes[0].get_lines()
@@ -361,9 +361,38 @@ def test_experiment_end_to_end_and_resume(wikitext_data, tmp_path, monkeypatch, 
     monkeypatch.setattr("electra.finetuning.run.finetune", refuse)
     assert main(args) == 0
     capsys.readouterr()
-    # Another plan into the same folder is refused in one line.
-    assert main([*args[:-2], "max_train_examples=64", "epochs=1"]) == 2
+    # Another budget into the same folder is refused in one line.
+    other = [*args]
+    other[other.index("--steps") + 1] = "13"
+    assert main(other) == 2
     assert "holds another experiment" in capsys.readouterr().err
+    # Scored another way, the arms are probed without pretraining again (nor fine-tuning).
+    assert main([*args, "--score", "probe"]) == 0
+    table = capsys.readouterr().out
+    assert "Probed frozen" in table and "Fine-tuned" not in table
+    rows = [line for line in table.splitlines() if line.startswith("| electra | electra | rte |")]
+    assert [r.split("|")[4].strip() for r in rows] == ["mean", "first"]
+    probed = json.loads((first / "probe" / "rte" / "summary.json").read_text())
+    assert probed["model"] == str(first / "mlm") and probed["metric"] == "accuracy"
+    assert set(probed["features"]) == set(probed["random"]) == {"mean", "first"}
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["arms"]["mlm"][-1]["probes"]) == {"rte"}
+
+
+def test_a_score_is_kept_only_for_the_settings_it_was_made_with(tmp_path):
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"median": 70.0, "settings": {"seeds": 3}}))
+    assert experiment.cached(summary, {"seeds": 3})["median"] == 70.0
+    assert experiment.cached(summary, {"seeds": 5}) is None  # scored again
+    summary.write_text(json.dumps({"median": 70.0}))  # from before settings were saved
+    assert experiment.cached(summary, {"seeds": 5})["median"] == 70.0
+    assert experiment.cached(tmp_path / "none.json", {}) is None
+
+
+def test_a_probed_task_must_be_one_a_probe_takes(tmp_path):
+    plan = Plan("tiny", "data", str(tmp_path), [parse_arm("electra")], ["stsb"], score="probe")
+    with pytest.raises(ElectraError, match="stsb is regression: a probe takes"):
+        experiment.check_task(plan, "stsb")
 
 
 def test_an_arm_runs_in_one_process_at_a_time(tmp_path):

@@ -36,7 +36,7 @@ def _deberta(schedule_of: str, train: dict | None = None, **sizes: Any) -> Prese
 
 PRESETS = {
     # For tests and quick runs: ELECTRA's `tiny` schedule, dropout off as there, at lr 7e-5, not
-    # tiny's 5e-4: 200 steps of 16 on Wikipedia (tests/model/deberta/test_deberta_pretraining.py)
+    # the paper's 5e-4: 200 steps of 16 on Wikipedia (tests/model/deberta/test_deberta_pretraining.py)
     # reached held-out AUC 0.74 at 7e-5, 0.65 at 1e-4 and 0.57 at 5e-4, where both networks
     # collapse once the generator reaches the unigram loss (as the hf family's post-LN encoders).
     "deberta-v3-tiny": _deberta(

@@ -17,7 +17,7 @@ def _hf(schedule_of: str, **sizes: Any) -> Preset:
         lambda: HFConfig(**sizes),
         schedule_of=schedule_of,
         objective={"generator_hidden_fraction": 1.0, "generator_layers_fraction": 0.5},
-        # 1e-4, not the ELECTRA presets' 5e-4: RTD from a random xlm-roberta (hf-tiny's shape,
+        # 1e-4, not the paper's 5e-4: RTD from a random xlm-roberta (hf-tiny's shape,
         # 200 steps of 16 on Wikipedia) reached held-out AUC 0.78 at 1e-4, 0.60 at 2e-4, and
         # 0.50 at 5e-4, where the discriminator's AUC rose to 0.71 by step 50, then collapsed
         # (docs/any-encoder.md).
