@@ -129,7 +129,7 @@ def probe_lines(
             if row is None:
                 lines.append(f"| {arm.label} | {info['objective']} | {task} | … | … | … | … |")
                 continue
-            for pooling, got in row["features"].items():
+            for pooling, got in sorted(row["features"].items(), key=_pooling_order):
                 random = row["random"].get(pooling)
                 cells = [spread.format(got), spread.format(random) if random else "–"]
                 cells.append(f"{got['median'] - random['median']:+.1f}" if random else "–")
@@ -139,3 +139,8 @@ def probe_lines(
                     + " |"
                 )
     return lines
+
+
+def _pooling_order(item: tuple[str, Any]) -> int:
+    """Mean-pooled before first-token, as `electra probe` shows them; any other kind after."""
+    return ("mean", "first").index(item[0]) if item[0] in ("mean", "first") else 2

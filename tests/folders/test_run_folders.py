@@ -322,7 +322,7 @@ def test_resume_takes_and_records_what_may_change(stopped_run, tmp_path, capsys)
         "--data", moved,
     )  # fmt: skip
     assert code == 0, err
-    assert f"resuming {stopped_run} with " in err and "train.lr 0.0005 -> 0.001" in err
+    assert f"resuming {stopped_run} with " in err and f"train.lr {saved.train.lr} -> 0.001" in err
     assert "train.steps 6 -> 4" in err
     now = RunConfig.load(stopped_run / "config.json")
     assert (now.train.lr, now.train.steps, now.data.path) == (1e-3, 4, str(moved))
