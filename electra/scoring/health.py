@@ -112,7 +112,10 @@ def open_heldout(
     the run's (`fingerprint`: its ids would mean other words), of another sequence length than
     `seq_len` (where given: the run masks as many slots per row as its own rows have), or
     empty."""
-    data = PretrainingData(path)
+    try:
+        data = PretrainingData(path)
+    except ElectraError as e:  # said as the held-out folder it is
+        raise ElectraError(f"{flag} (held-out text): {e}") from None
     if data.meta.get("tokenizer_fingerprint") != fingerprint:
         raise ElectraError(
             f"{flag} {data.path} was prepared with another tokenizer than the run's: prepare the "
