@@ -375,7 +375,9 @@ def health(
     `data` (a folder `prepare` wrote with the run's tokenizer), masked and sampled from `seed`
     (default: the run's). {"scored": which networks, "disc_auc", "disc_ap", "disc_prior_gain",
     "mlm_loss", "hidden_rms", "mean_cosine", "effective_rank", "verdict", "in_words", ...}."""
-    from electra.scoring.health import MAX_ROWS, in_words, score_run
+    from electra.scoring.health import MAX_ROWS
+    from electra.scoring.run_health import score_run
+    from electra.scoring.verdict import in_words
 
     if max_rows is not None and max_rows < 1:
         raise ElectraError(f"--rows {max_rows}: score at least 1 held-out row")

@@ -16,6 +16,7 @@ Face config class, so a model folder's `config.json` is that class's and export 
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -279,6 +280,10 @@ class TrainConfig(OptimConfig, RuntimeConfig):
     batch_size: int = 128  # sequences per optimizer step, over all devices and accumulation steps
     grad_accum: int = 1
     warmup_steps: int = 10_000  # warmup = max(warmup_steps, warmup_proportion * steps)
+    # The generator's own parameters (not those it shares with the discriminator) train at lr
+    # times this: a generator that barely learns at a rate the discriminator needs makes easy
+    # replacements (DeBERTa-v3's official code gives the two networks optimizers of their own).
+    generator_lr_scale: float = 1.0
     seed: int = 42
     log_every: int = 100
     save_every: int = 1000
@@ -311,6 +316,10 @@ class TrainConfig(OptimConfig, RuntimeConfig):
         )
         if self.eval_every < 0:
             raise ElectraError(f"train.eval_every must be 0 or more (got {self.eval_every})")
+        if not math.isfinite(self.generator_lr_scale) or self.generator_lr_scale <= 0:
+            raise ElectraError(
+                f"train.generator_lr_scale must be a positive number (got {self.generator_lr_scale})"
+            )
         if self.parallel not in PARALLEL_MODES:
             raise ElectraError(
                 f"train.parallel={self.parallel!r}: use {' or '.join(PARALLEL_MODES)}"

@@ -416,3 +416,41 @@ def test_same_outputs(tmp_path):
     assert steps and steps[-1] == 2
     assert len((out / "export-tiny.sha256").read_text().splitlines()) == 4
     assert "accuracy" in (out / "ft-tiny.json").read_text()
+
+
+def test_instruments(tmp_path, monkeypatch, capsys):
+    """instruments.py on an experiment folder as `electra experiment` leaves it: a collapsed arm
+    that fine-tunes below random weights, and a healthy one."""
+
+    def record(step, rank, cosine):
+        return {"step": step, "split": "heldout", "tokens": 100, "disc_auc": 0.8,
+                "disc_auc_fixed": 0.6, "disc_prior_gain": 0.05, "mlm_loss": 9.0 - step / 100,
+                "hidden_rms": 0.5, "mean_cosine": cosine, "effective_rank": rank,
+                "hidden_size": 128}  # fmt: skip
+
+    def results(folder, scores):
+        folder.mkdir(parents=True)
+        seeds = [{"metrics": {"accuracy": s}} for s in scores]
+        (folder / "results.json").write_text(
+            json.dumps({"main_metric": "accuracy", "per_seed": seeds})
+        )
+
+    xp = tmp_path / "xp"
+    arms = {"rtd-hot": (20, 0.9, [60.0, 61.0, 62.0]), "rtd": (50, 0.3, [71.0, 72.0, 73.0])}
+    for name, (rank, cosine, scores) in arms.items():
+        run = xp / "arms" / name / "pretrain"
+        run.mkdir(parents=True)
+        rows = [record(0, 56, 0.17), record(100, rank, cosine)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        results(xp / "arms" / name / "step_100" / "finetune" / "sst2", scores)
+    (xp / "experiment.json").write_text(
+        json.dumps({"arms": {n: {"steps": 100, "arch": "electra"} for n in arms}})
+    )
+    results(tmp_path / "random", [66.0, 67.0, 68.0])
+    run_script(monkeypatch, "instruments.py", xp, "--random", f"electra={tmp_path / 'random'}")
+    out = capsys.readouterr().out
+    assert "| rtd-hot | 0.800 | 0.600 | 9.00 → 8.00 | 0.17 → 0.90 | 56 → 20 | collapsed" in out
+    assert "| -6.0▼ |" in out and "| +5.0▲ |" in out
+    assert (
+        "collapsed said of 1. Worse than random weights beyond the seed spread: 1, of which " in out
+    )

@@ -99,10 +99,13 @@ def _probe_data(args: argparse.Namespace):
 def add_health(sub: argparse._SubParsersAction) -> None:
     he = sub.add_parser(
         "health",
-        help="a pretraining run's discriminator on held-out text: learned, not yet, or collapsed",
-        epilog="The figures (docs/pretraining.md §Held-out health): held-out AUC, average "
-        "precision and gain over the replaced share, the generator's MLM loss, and whether the "
-        "discriminator's final states have collapsed onto one direction.",
+        help="a pretraining run's discriminator on held-out text: learned, not yet, collapsed "
+        "or drifting",
+        epilog="The figures (docs/pretraining.md §Held-out health): held-out AUC on the run's "
+        "own generator's samples and on a corruption fixed by the held-out rows, average "
+        "precision and gain over the replaced share, the generator's MLM loss, and the spread "
+        "of the discriminator's final states; judged against the run's start and the history it "
+        "logged.",
     )
     he.add_argument("run", help="a pretraining run's folder (--out of electra pretrain)")
     he.add_argument("--data", required=True, help="held-out text prepared with the run's tokenizer")

@@ -24,22 +24,36 @@ def no_decay(model: nn.Module) -> set[int]:
     return norms | biases
 
 
-def param_groups(model: nn.Module, weight_decay: float, by_network: bool = False) -> list[dict]:
+def param_groups(
+    model: nn.Module,
+    weight_decay: float,
+    by_network: bool = False,
+    lr_scales: dict[str, float] | None = None,
+) -> list[dict]:
     """Splits parameters into decayed and not decayed (`no_decay`). With
     `by_network`, each top-level submodule (an objective's network) gets its own pair of groups:
     the layout two_stage's checkpoints hold (earlier versions counted Adam's steps per group; the
-    pinned count of `AdamWNoBiasCorrection` needs no count)."""
-    groups: dict[tuple[str, bool], list[nn.Parameter]] = {}
+    pinned count of `AdamWNoBiasCorrection` needs no count). `lr_scales` multiplies the learning
+    rate of the parameters that only the named top-level submodule holds (`train.generator_lr_scale`:
+    the generator's own layers and head); a parameter two networks share (their embeddings) keeps
+    the model's rate, and every scale of 1 leaves the groups as they were."""
+    lr_scales = {k: v for k, v in (lr_scales or {}).items() if v != 1.0}
+    holders: dict[int, set[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        holders.setdefault(id(p), set()).add(name.split(".")[0])
+    groups: dict[tuple[str, bool, float], list[nn.Parameter]] = {}
     kept = no_decay(model)
     for name, p in model.named_parameters():  # shared parameters appear once
         if not p.requires_grad:
             continue
         skip = id(p) in kept
         network = name.split(".")[0] if by_network else ""
-        groups.setdefault((network, skip), []).append(p)
+        (holder,) = holders[id(p)] if len(holders[id(p)]) == 1 else ("",)
+        groups.setdefault((network, skip, lr_scales.get(holder, 1.0)), []).append(p)
     return [
         {"params": params, "weight_decay": 0.0 if skip else weight_decay}
-        for (_, skip), params in groups.items()
+        | ({"lr_scale": scale} if scale != 1.0 else {})
+        for (_, skip, scale), params in groups.items()
     ]
 
 

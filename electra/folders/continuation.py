@@ -194,6 +194,13 @@ def continuation_generator(
     return replace(cfg, num_hidden_layers=k)
 
 
+def continued_networks(objective: nn.Module) -> tuple[nn.Module, nn.Module | None]:
+    """The networks a continued run starts from folders: its main one (the discriminator, or the
+    MLM objective's model) and its masked-LM generator (None without one)."""
+    main = getattr(objective, "discriminator", None) or objective.mlm
+    return main, getattr(objective, "generator", None)
+
+
 def load_pair_weights(
     main: nn.Module,
     generator: nn.Module | None,

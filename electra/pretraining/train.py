@@ -17,13 +17,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.tensor import DTensor
 
@@ -50,7 +49,7 @@ from electra.engine.step import Window
 from electra.engine.tracking import HELDOUT, RunLogger
 from electra.errors import ElectraError
 from electra.folders.checkpoint import load_checkpoint, save_checkpoint
-from electra.folders.continuation import load_pair_weights
+from electra.folders.continuation import continued_networks, load_pair_weights
 from electra.folders.model_folder import save_pretrained
 from electra.folders.run_folder import drop_metrics_after, take_folder
 from electra.locks import RunLock
@@ -60,7 +59,9 @@ from electra.model.layers import count_parameters, format_count
 from electra.objectives import Objective, build_objective, check_objective
 from electra.objectives.flops import logged_convention, train_flops
 from electra.pretraining.resolve import ResolvedRun, resolve_run
-from electra.scoring.health import Health, in_words, measure, open_heldout
+from electra.scoring.health import Health, measure, open_heldout, rows_digest
+from electra.scoring.run_health import logged_history, with_start
+from electra.scoring.verdict import in_words, judge
 
 # What each FLOP convention is called where a run says which it counts in.
 CONVENTIONS = {
@@ -237,18 +238,14 @@ class Run:
     convention: str = "official"  # the FLOP convention `train_flops` is printed and logged in
     heldout: dict[str, torch.Tensor] | None = None  # rows of train.eval_data, on the device
     health: tuple[int, Health] | None = None  # the newest held-out measurement and its step
-    warned: bool = False  # the collapse warning is said once
+    # The held-out measurements so far, from step 0 (those of a resumed run's earlier invocations
+    # read back from metrics.jsonl): what the verdict weighs.
+    history: list[tuple[int, Health]] = field(default_factory=list)
+    warned: set[str] = field(default_factory=set)  # the verdicts warned of, each said once
 
     @property
     def device(self) -> torch.device:
         return self.runtime.device
-
-
-def continued_networks(objective: nn.Module) -> tuple[nn.Module, nn.Module | None]:
-    """The networks a continued run starts from folders: its main one (the discriminator, or the
-    MLM objective's model) and its masked-LM generator (None without one)."""
-    main = getattr(objective, "discriminator", None) or objective.mlm
-    return main, getattr(objective, "generator", None)
 
 
 def build(
@@ -280,7 +277,12 @@ def build(
     model = wrap(
         objective, world, cfg.train.parallel, layers
     )  # step 1 of electra.engine.runtime's order
-    groups = param_groups(objective, cfg.train.weight_decay, by_network=objective.staged)
+    groups = param_groups(
+        objective,
+        cfg.train.weight_decay,
+        by_network=objective.staged,
+        lr_scales={"generator": cfg.train.generator_lr_scale},
+    )
     optimizer = build_optimizer(groups, cfg.train, device)
     stream = BatchStream(
         data, micro_batch, cfg.train.seed, world.rank, world.world_size, cfg.data.document_mask
@@ -375,8 +377,11 @@ def fit(run: Run) -> str:
         leave=True,
     )
     run.objective.train()
-    if run.heldout is not None and run.step == 0:  # the untrained networks: the reference
+    if run.heldout is not None and run.step == 0:  # the start: what the verdict weighs against
         _score_heldout(run, logger)
+    elif run.heldout is not None:  # resumed: the history it logged, or its start measured again
+        logged = logged_history(run.run_dir, rows_digest(run.heldout), run.step + 1)
+        run.history = with_start(logged, run.cfg, run.data, run.heldout, run.cfg.train.seed)
     with StopRequest() as stop_request:
         failure = _loop(run, run_step, logger, bar, stop_request)
     bar.close()
@@ -466,8 +471,9 @@ def _log(
 
 
 def _score_heldout(run: Run, logger: RunLogger | None) -> None:
-    """Scores the networks on the held-out rows (`electra.scoring.health`) and logs the record;
-    the first collapsed measurement is said on stderr with what to try."""
+    """Scores the networks on the held-out rows (`electra.scoring.health`), judges them against
+    the run's start and history (`electra.scoring.verdict`) and logs the record; the first
+    collapsed (or drifting) verdict is said on stderr with what to try."""
     with run.runtime.autocast(cache_casts=False):
         health = measure(
             run.objective.models(),
@@ -476,12 +482,16 @@ def _score_heldout(run: Run, logger: RunLogger | None) -> None:
             run.data.special,
             seed=run.cfg.train.seed,
         )
+    run.history = [(s, h) for s, h in run.history if s < run.step] + [(run.step, health)]
+    verdict = judge(run.history, continued=bool(run.cfg.train.init_from))
+    health.verdict, health.verdict_reason = verdict.name, verdict.history
     run.health = (run.step, health)
     if logger is None:
         return
-    logger.log({"step": run.step, "split": HELDOUT, **health.record()})
-    if health.verdict == "collapsed" and not run.warned:
-        run.warned = True
+    record = {"step": run.step, "split": HELDOUT, "rows": rows_digest(run.heldout)}
+    logger.log(record | health.record())
+    if health.verdict in ("collapsed", "drifting") and health.verdict not in run.warned:
+        run.warned.add(health.verdict)
         print(
             f"\nwarning: at step {run.step} the held-out health is {in_words(health)}",
             file=sys.stderr,

@@ -45,6 +45,7 @@ from electra.probing.features import (
     token_features,
     word_positions,
 )
+from electra.scoring.spread import BETTER, WORSE, Difference, difference, scores_of
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
 from electra.tasks.finetune_config import FinetuneConfig, resolve_recipe
@@ -407,12 +408,25 @@ def summary(per_seed: list[dict], main: str) -> dict[str, Any]:
     }
 
 
+def _differences(features: dict, randoms: dict) -> dict[str, Difference]:
+    """By kind, in the table's order: the pretrained scores against the random ones
+    (`electra.scoring.spread`)."""
+    return {
+        k: difference(scores_of(features[k]), scores_of(randoms[k])) for k in SHOWN if k in features
+    }
+
+
 def _gains(features: dict, randoms: dict | None) -> dict[str, Any]:
-    """The pretrained median less the random one, by kind, and whether every kind gains."""
+    """By kind: the pretrained median less the random one, and whether the seeds show it;
+    pretraining beats random weights only where every kind is better beyond the seed spread."""
     if randoms is None:
-        return {"gain": None, "beats_random": None}
-    gain = {k: features[k]["median"] - randoms[k]["median"] for k in features}
-    return {"gain": gain, "beats_random": all(g > 0 for g in gain.values())}
+        return {"gain": None, "difference": None, "beats_random": None}
+    d = _differences(features, randoms)
+    return {
+        "gain": {k: x.gain for k, x in d.items()},
+        "difference": {k: x.shown for k, x in d.items()},
+        "beats_random": all(x.shown == BETTER for x in d.values()),
+    }
 
 
 def table(results: dict[str, Any]) -> list[str]:
@@ -440,16 +454,21 @@ def table(results: dict[str, Any]) -> list[str]:
             "trivial baseline".ljust(width) + "".join(f"{bar:.2f}".ljust(24) for _ in kinds)
         )
     if results["gain"] is not None:
-        lines.append(_verdict(results["gain"]))
+        lines.append(_verdict(results))
     return [line.rstrip() for line in lines]
 
 
-def _verdict(gain: dict[str, float]) -> str:
-    gain = {k: gain[k] for k in SHOWN if k in gain}  # in the table's order
-    shown = ", ".join(f"{g:+.2f} {SHOWN[k]}" for k, g in gain.items())
-    better = [SHOWN[k] for k, g in gain.items() if g > 0]
-    if len(better) == len(gain):
-        return f"pretrained features beat random weights: {shown}"
-    if not better:
-        return f"pretrained features do not beat random weights: {shown}"
-    return f"pretrained features beat random weights with {' and '.join(better)} only: {shown}"
+def _verdict(results: dict[str, Any]) -> str:
+    """Pretrained against random weights: beaten (or lost to) beyond the seed spread, or no
+    difference shown, kind by kind."""
+    said = _differences(results["features"], results["random_weights"])
+    shown = "; ".join(f"{SHOWN[k]} {d.in_words()}" for k, d in said.items())
+    better = [SHOWN[k] for k, d in said.items() if d.shown == BETTER]
+    worse = [SHOWN[k] for k, d in said.items() if d.shown == WORSE]
+    if len(better) == len(said):
+        return f"pretrained features beat random weights beyond the seed spread: {shown}"
+    parts = [f"beat random weights with {' and '.join(better)}"] if better else []
+    parts += [f"do worse than random weights with {' and '.join(worse)}"] if worse else []
+    if not parts:
+        return f"pretrained features show no difference from random weights: {shown}"
+    return f"pretrained features {' and '.join(parts)}, beyond the seed spread: {shown}"

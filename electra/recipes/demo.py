@@ -24,8 +24,9 @@ from electra.folders.checkpoint import latest_complete
 from electra.locks import claim_output
 from electra.pretraining.resolve import resumed_config
 from electra.pretraining.train import pretrain
-from electra.scoring.health import Health, in_words
+from electra.scoring.health import Health
 from electra.scoring.heldout import corrupt_and_score, showcase, summary
+from electra.scoring.verdict import in_words
 
 MARKER = ".electra-demo"
 HELD_OUT_EVERY = 10  # every tenth documentation topic is held out of training

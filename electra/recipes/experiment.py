@@ -426,7 +426,7 @@ def probe_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
     task_cfg = FinetuneConfig.from_values(plan.finetune_set, source="--finetune-set")
     cfg = ProbeConfig(seeds=plan.seeds)
     results = probe(encoder, task, data_of(plan, task), out, cfg, task_cfg=task_cfg, overwrite=True)
-    spread = ("median", "min", "max")
+    spread = ("median", "min", "max", "per_seed")
     row = {
         "metric": results["main_metric"],
         "features": {k: {s: v[s] for s in spread} for k, v in results["features"].items()},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from electra.scoring.spread import MIN_SEEDS, difference, scores_of
 from electra.tasks.glue import GLUE
 
 
@@ -67,6 +68,8 @@ def finetune_lines(
         "|---|---|---|---|" + "---|" * (len(plan.tasks) + archs) + "---|",
     ]
     failed: dict[str, dict[str, Any]] = {}  # task -> a marked row (its baseline and rule)
+    first = last_point(table[plan.arms[0].label], resolved["arms"][plan.arms[0].label])
+    compared = False
     for arm in plan.arms:
         info = resolved["arms"][arm.label]
         arch = f"{info['arch']} | " if archs else ""
@@ -81,13 +84,34 @@ def finetune_lines(
             if marked:
                 failed.setdefault(task, r)
             mark = f" {AT_BASELINE}" if marked else ""
+            ref = (first or {}).get("tasks", {}).get(task)
+            if ref is not None and arm is not plan.arms[0]:
+                mark += difference(scores_of(r), scores_of(ref)).mark
+                compared = True
             cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f}){mark}")
         glue = f"{last['glue']:.1f}" if last and last["glue"] is not None else "…"
         lines.append(
             f"| {arm.label} | {arch}{info['objective']} | {info['steps']} | "
             f"{info['train_flops']:.3g} | " + " | ".join(cells) + f" | {glue} |"
         )
-    return lines + baseline_note(failed)
+    return (
+        lines
+        + spread_note(f"the first arm's ({plan.arms[0].label})", compared)
+        + baseline_note(failed)
+    )
+
+
+def spread_note(against: str, shown: bool) -> list[str]:
+    """The footnote to ▲ and ▼, where a table compares scores over seeds."""
+    if not shown:
+        return []
+    return [
+        "",
+        f"▲ ▼ Above or below {against} beyond the seed spread: every seed's score on one side "
+        f"of every seed's on the other, with {MIN_SEEDS} or more seeds a side (docs/objectives.md "
+        "§Differences beyond the seed spread). An unmarked difference is within the spread: no "
+        "difference shown.",
+    ]
 
 
 def baseline_note(failed: dict[str, dict[str, Any]]) -> list[str]:
@@ -121,6 +145,7 @@ def probe_lines(
         "|---|---|---|---|---|---|---|",
     ]
     spread = "{0[median]:.1f} ({0[min]:.1f}–{0[max]:.1f})"
+    compared = False
     for arm in plan.arms:
         info = resolved["arms"][arm.label]
         last = last_point(table[arm.label], info)
@@ -132,13 +157,18 @@ def probe_lines(
             for pooling, got in sorted(row["features"].items(), key=_pooling_order):
                 random = row["random"].get(pooling)
                 cells = [spread.format(got), spread.format(random) if random else "–"]
-                cells.append(f"{got['median'] - random['median']:+.1f}" if random else "–")
+                if random:
+                    d = difference(scores_of(got), scores_of(random))
+                    cells.append(f"{d.gain:+.1f}{d.mark}")
+                    compared = True
+                else:
+                    cells.append("–")
                 lines.append(
                     f"| {arm.label} | {info['objective']} | {task} | {pooling} | "
                     + " | ".join(cells)
                     + " |"
                 )
-    return lines
+    return lines + spread_note("random weights", compared)
 
 
 def _pooling_order(item: tuple[str, Any]) -> int:

@@ -6,7 +6,11 @@ Training logs AUC on the batches it learns from; these figures are on a held-out
 (specials are never replaced, so they would flatter it):
 
 - `disc_auc`, `disc_ap`: ranking replaced above original tokens (chance: 0.5 and the replaced
-  share r);
+  share r), corrupted by the run's own generator: a harder task as that generator improves, so
+  not comparable between runs or checkpoints;
+- `disc_auc_fixed`: the same ranking on a corruption fixed by the held-out rows alone (`fixed_
+  corruption`: 15% of word pieces replaced by draws from the rows' own word pieces, from a
+  constant seed), the one figure two runs, or two checkpoints of one run, are compared on;
 - `disc_prior_gain`: nats per token the discriminator's cross-entropy saves over always predicting
   r, the best a model that ignores its input can do (0: it has learned nothing it can say);
 - `mlm_loss`, `mlm_acc`: the generator's (or the MLM model's) masked-LM loss at the masked slots;
@@ -16,13 +20,13 @@ Training logs AUC on the batches it learns from; these figures are on a held-out
   the entropy of the states' normalised singular values (Roy & Vetterli, 2007), how many
   directions they use, of `hidden_size`.
 
-A discriminator whose states collapse onto one direction can still rank replacements, but its
-features transfer worse than random weights (docs/pretraining.md §Held-out health): `verdict` says
-"collapsed" then, "not yet" while it ranks barely better than chance, else "learned".
+What the figures say of a run, against its starting point and its history, is
+`electra.scoring.verdict`'s; a finished run or a checkpoint is scored by `electra.scoring.run_health`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, astuple, dataclass, fields
@@ -47,17 +51,10 @@ MAX_ROWS = 256
 # Token states the representation figures are taken over (an SVD of [n, hidden]): enough that the
 # effective rank of a 1,024-wide model is not capped by the count.
 MAX_STATES = 8192
-# A discriminator is called collapsed when it has given up on its input: its states point nearly
-# the same way (mean cosine 0.8 or more; random weights give 0.01-0.2) and its held-out answers
-# save under 0.025 nats/token over always answering the replaced share (healthy runs at these
-# budgets 0.05-0.10, the collapsed runs of issue 50 0.002). The cosine alone is no verdict: a
-# post-LayerNorm encoder's states are anisotropic, and an MLM model at 0.82 probed as well as any
-# (docs/pretraining.md §Held-out health). States with no spread at all are collapsed in any run.
-COLLAPSED_COSINE = 0.8
-COLLAPSED_GAIN = 0.025
-COLLAPSED_RMS = 1e-4
-# Below this held-out AUC the discriminator has not yet learned to rank replacements.
-LEARNED_AUC = 0.6
+# The fixed corruption: the share of word pieces replaced, and its seed (a constant, so that it
+# depends on the held-out rows alone, not on the run, its seed or its objective).
+FIXED_RATE = 0.15
+FIXED_SEED = 20200301
 
 
 @dataclass
@@ -70,13 +67,15 @@ class Health:
     disc_ap: float | None = None
     disc_prior_gain: float | None = None
     replaced_fraction: float | None = None
+    disc_auc_fixed: float | None = None
     mlm_loss: float | None = None
     mlm_acc: float | None = None
     hidden_rms: float = 0.0
     mean_cosine: float = 0.0
     effective_rank: float = 0.0
     hidden_size: int = 0
-    verdict: str = ""  # learned, not yet, collapsed
+    verdict: str = ""  # learned, not yet, collapsed, drifting: `electra.scoring.verdict.judge`
+    verdict_reason: str = ""  # the history it rests on, where there is one
 
     def record(self) -> dict[str, Any]:
         """The figures as a metrics.jsonl record's fields (None ones left out)."""
@@ -152,6 +151,8 @@ def measure(
     for n in networks.values():
         n.eval()
     device = next(main.parameters()).device
+    if discriminator is not None and masked_lm is not None:  # judged on replacements
+        batch = {**batch, "fixed_ids": fixed_corruption(batch, special)}
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
@@ -163,6 +164,35 @@ def measure(
         for n, mode in modes.items():
             n.train(mode)
     return _health({k: torch.cat([p[k] for p in parts]) for k in parts[0]})
+
+
+def rows_digest(batch: Mapping[str, torch.Tensor]) -> str:
+    """A short digest of the held-out rows' ids and masks: records of two measurements are
+    comparable (one history) only where it is the same."""
+    h = hashlib.sha256()
+    for k in ("input_ids", "attention_mask"):
+        h.update(batch[k].to(torch.int64).cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def word_pieces(ids: torch.Tensor, mask: torch.Tensor, special: SpecialIds) -> torch.Tensor:
+    """Where `ids` holds a word piece: attended to, and no special token (never replaced, so they
+    would flatter a detector)."""
+    return mask.bool() & ~torch.isin(ids, torch.tensor(astuple(special), device=ids.device))
+
+
+def fixed_corruption(batch: Mapping[str, torch.Tensor], special: SpecialIds) -> torch.Tensor:
+    """`batch`'s input ids with FIXED_RATE of their word pieces replaced by word pieces drawn
+    from the batch's own (their unigram distribution), from FIXED_SEED: the same rows always get
+    the same corruption, whatever run or checkpoint scores them. A draw of the word it replaces
+    leaves it original, as a generator's correct sample does."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    words = word_pieces(ids, mask, special)
+    pool = ids[words]
+    rng = torch.Generator(device="cpu").manual_seed(FIXED_SEED)
+    chosen = (torch.rand(ids.shape, generator=rng) < FIXED_RATE).to(ids.device) & words
+    draws = pool[torch.randint(len(pool), ids.shape, generator=rng).to(ids.device)]
+    return torch.where(chosen, draws, ids)
 
 
 def _chunks(batch: dict[str, torch.Tensor], size: int):
@@ -177,9 +207,13 @@ def _score_chunk(main, masked_lm, corruption, rows, special, device) -> dict[str
     ids, types, mask = (
         rows[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")
     )
-    words = mask.bool() & ~torch.isin(ids, torch.tensor(astuple(special), device=device))
+    words = word_pieces(ids, mask, special)
     states = encoder_of(main)(ids, types, mask)[mask.bool()].float()
     out = {"states": states.cpu()}
+    if "fixed_ids" in rows:  # a discriminator, on the corruption fixed by the rows
+        fixed = rows["fixed_ids"].to(device)
+        logits = main(fixed, types, mask).float()
+        out |= {"fixed_logits": logits[words].cpu(), "fixed_replaced": (fixed != ids)[words].cpu()}
     if masked_lm is None:  # Electric's energy model alone: no generator to corrupt with
         return out
     if main is not masked_lm:  # a discriminator, judging its generator's samples
@@ -206,7 +240,8 @@ def _health(parts: dict[str, torch.Tensor]) -> Health:
         logits, truth = parts["logits"], parts["replaced"]
         h.tokens = len(truth)
         h.replaced_fraction, h.disc_auc, h.disc_ap, h.disc_prior_gain = detection(logits, truth)
-    h.verdict = verdict(h)
+    if "fixed_logits" in parts:
+        h.disc_auc_fixed = detection(parts["fixed_logits"], parts["fixed_replaced"])[1]
     return h
 
 
@@ -244,100 +279,3 @@ def detection(logits: torch.Tensor, replaced: torch.Tensor) -> tuple[float, floa
     prior = -(r * math.log(r) + (1 - r) * math.log(1 - r))
     p = scores.numpy()
     return r, float(roc_auc_score(truth, p)), float(average_precision_score(truth, p)), prior - bce
-
-
-def collapsed(h: Health) -> bool:
-    """States with no spread, or a discriminator whose states point one way and whose answers
-    say little more than the replaced share (see COLLAPSED_COSINE)."""
-    if h.hidden_rms < COLLAPSED_RMS:
-        return True
-    gave_up = h.disc_prior_gain is not None and h.disc_prior_gain < COLLAPSED_GAIN
-    return gave_up and h.mean_cosine >= COLLAPSED_COSINE
-
-
-def verdict(h: Health) -> str:
-    """learned / not yet / collapsed, as the end-of-run summary and the demo say it."""
-    if collapsed(h):
-        return "collapsed"
-    if h.disc_auc is not None:
-        return (
-            "learned" if h.disc_auc >= LEARNED_AUC and (h.disc_prior_gain or 0) > 0 else "not yet"
-        )
-    return "learned"
-
-
-def in_words(h: Health) -> str:
-    """The verdict in words a newcomer reads, with the figures it rests on."""
-    states = (
-        f"its final states use {h.effective_rank:.0f} of {h.hidden_size} directions, mean cosine "
-        f"between tokens {h.mean_cosine:.2f}"
-    )
-    if h.disc_auc is not None:
-        ranks = (
-            f"held-out AUC {h.disc_auc:.3f} (chance 0.5), {h.disc_prior_gain:+.3f} nats/token "
-            "over always answering the replaced share; "
-        )
-    else:
-        ranks = "" if h.mlm_loss is None else f"held-out MLM loss {h.mlm_loss:.2f}; "
-    if h.verdict == "collapsed":
-        return (
-            f"collapsed: {ranks}{states}. It has stopped reading its input (every token looks "
-            "alike to it), and its features are likely to transfer worse than random weights'. "
-            "Train again with a lower --train.lr (half, or a quarter) or a longer "
-            "--train.warmup_steps"
-        )
-    if h.verdict == "not yet":
-        return f"not yet: {ranks}{states}. It needs more steps (or data) to learn"
-    return f"learned: {ranks}{states}"
-
-
-def run_networks(run_dir: Path, step: int | None) -> tuple[dict[str, nn.Module], str]:
-    """A run's networks by role: those of checkpoint `step`, or the finished run's model folders,
-    or (an unfinished run, no step given) its newest checkpoint's; and which were taken, in
-    words."""
-    from electra.folders.checkpoint import latest_complete
-    from electra.folders.model_folder import ROLES, load_pretrained
-    from electra.hf.export import checkpoint_models
-
-    finished = [r for r in ROLES if (run_dir / r).is_dir()]
-    if step is None and finished:
-        return {r: load_pretrained(run_dir / r)[0] for r in finished}, "the finished models"
-    if step is None:
-        latest = latest_complete(run_dir)
-        if latest is None:
-            raise ElectraError(
-                f"{run_dir} has no model folders and no checkpoint yet: train it first"
-            )
-        step = int(latest.name.split("_")[-1])
-    models, _ = checkpoint_models(run_dir, step)
-    return dict(models), f"checkpoint step {step}"
-
-
-def score_run(
-    run_dir: str | Path,
-    data_dir: str | Path,
-    step: int | None = None,
-    max_rows: int = MAX_ROWS,
-    seed: int | None = None,
-) -> tuple[Health, str]:
-    """The held-out health of a pretraining run (finished, or at checkpoint `step`) on the
-    prepared folder `data_dir` (the run's tokenizer and sequence length), and which networks were
-    scored, in words. Masks and samples are drawn from `seed` (default: the run's, as its own
-    held-out measurements during training were)."""
-    from electra.config import RunConfig
-    from electra.data.tokenizer import fingerprint, load_tokenizer
-
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file() or not (run_dir / "tokenizer").is_dir():
-        raise ElectraError(
-            f"{run_dir} is not a pretraining run's folder (no config.json and tokenizer/): pass "
-            "the --out folder of `electra pretrain`"
-        )
-    cfg = RunConfig.load(run_dir / "config.json")
-    networks, which = run_networks(run_dir, step)
-    tokens = fingerprint(load_tokenizer(run_dir / "tokenizer"))
-    documents = bool(cfg.data.document_mask)
-    data, rows = open_heldout(data_dir, tokens, cfg.data.seq_len, "--data", max_rows, documents)
-    corruption = Objective(cfg.objective, data.special, data.seq_len)
-    seed = cfg.train.seed if seed is None else seed
-    return measure(networks, corruption, rows, data.special, seed=seed), which

@@ -157,6 +157,25 @@ def test_param_groups_follow_the_official_names(tiny_model, objective_cfg, speci
     assert len(decayed) + len(kept) == len(list(obj.parameters()))
 
 
+def test_the_generators_own_parameters_train_at_their_scale(tiny_model, objective_cfg, special):
+    """train.generator_lr_scale: the generator's layers and head at lr x scale; the embeddings it
+    shares with the discriminator at lr, as the discriminator's own; scale 1 changes nothing."""
+    obj = build_objective(tiny_model, objective_cfg, special, seq_len=40)
+    assert param_groups(obj, 0.01, lr_scales={"generator": 1.0}) == param_groups(obj, 0.01)
+    groups = param_groups(obj, 0.01, lr_scales={"generator": 10.0})
+    opt = build_optimizer(groups, TrainConfig(), torch.device("cpu"))
+    set_learning_rate(opt, 2e-4)
+    lr_of = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    own = {id(p) for p in obj.generator.parameters()} - {
+        id(p) for p in obj.discriminator.parameters()
+    }
+    table = obj.discriminator.electra.embeddings.word_embeddings.weight
+    assert own and id(table) not in own  # the word table is shared (sharing "embeddings")
+    for n, p in obj.named_parameters():
+        assert lr_of[id(p)] == pytest.approx(2e-3 if id(p) in own else 2e-4), n
+    assert len(lr_of) == len(list(obj.parameters()))
+
+
 def test_a_group_that_starts_late_takes_the_official_first_step():
     """two_stage trains the discriminator from step n: its groups count their own steps, so its
     first update is the official first update, (1 - b1) / sqrt(1 - b2) = 3.16 lr per weight."""
@@ -216,3 +235,11 @@ def test_a_capturable_optimizer_keeps_its_lr_on_the_device_and_checkpoints_plain
     assert saved["lr"] == pytest.approx(1e-3) and isinstance(saved["lr"], float)
     assert saved["capturable"] is False
     assert opt.param_groups[0]["capturable"] is True  # the live optimizer is unchanged
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("inf"), float("nan")])
+def test_a_generator_scale_that_is_not_a_positive_number_is_refused(scale):
+    from electra.errors import ElectraError
+
+    with pytest.raises(ElectraError, match="train.generator_lr_scale must be a positive number"):
+        TrainConfig(generator_lr_scale=scale)

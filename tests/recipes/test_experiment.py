@@ -409,3 +409,44 @@ def test_an_arm_runs_in_one_process_at_a_time(tmp_path):
     assert stale.try_acquire()
     again.release()
     stale.release()
+
+
+def test_the_tables_mark_differences_beyond_the_seed_spread_only():
+    """▲/▼ where every seed of one side is past every seed of the other (3 a side); an overlap,
+    however far apart the medians, is left unmarked."""
+    from types import SimpleNamespace
+
+    from electra.recipes.experiment_table import finetune_lines, probe_lines
+
+    def side(*xs):
+        return {"median": sorted(xs)[1], "min": min(xs), "max": max(xs), "per_seed": list(xs)}
+
+    arms = [SimpleNamespace(label=x) for x in ("rtd", "mlm", "other")]
+    plan = SimpleNamespace(arms=arms, tasks=["sst2"], seeds=3, score="both")
+    info = {"objective": "electra", "steps": 10, "train_flops": 1e12}
+    resolved = {"arms": {a.label: info for a in arms}}
+    random = side(60.0, 61.0, 62.0)
+    scores = {
+        "rtd": (side(70.0, 71.0, 72.0), side(62.5, 63.0, 64.0)),  # probe: ranges apart
+        "mlm": (side(66.0, 67.0, 68.0), side(61.5, 63.0, 64.0)),  # probe: overlapping
+        "other": (side(69.0, 71.5, 73.0), side(55.0, 56.0, 57.0)),  # probe: below
+    }
+    table = {
+        label: [
+            {
+                "step": 10,
+                "glue": tuned["median"],
+                "tasks": {"sst2": tuned | {"baseline": 50.0}},
+                "probes": {"sst2": {"features": {"mean": probed}, "random": {"mean": random}}},
+            }
+        ]
+        for label, (tuned, probed) in scores.items()
+    }
+    tuned = _table(finetune_lines(plan, resolved, table))
+    assert tuned["rtd"]["sst2"] == "71.0 (70.0–72.0)"  # the reference
+    assert tuned["mlm"]["sst2"] == "67.0 (66.0–68.0)▼"
+    assert tuned["other"]["sst2"] == "71.5 (69.0–73.0)"  # overlaps the first arm's
+    probed = probe_lines(plan, resolved, table)
+    diffs = {row["arm"]: row["difference"] for row in _table(probed).values()}
+    assert diffs == {"rtd": "+2.0▲", "mlm": "+2.0", "other": "-5.0▼"}
+    assert any(line.startswith("▲ ▼ Above or below random weights") for line in probed)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import electra
-from electra.config import apply_overrides
+from electra.config import RunConfig, apply_overrides
 from electra.data.prepare import prepare
 from electra.data.store import PretrainingData
 from electra.data.tokenizer import save_tokenizer, train_tokenizer
@@ -22,14 +22,16 @@ from electra.objectives.base import fill_objective_settings
 from electra.pretraining import train as train_module
 from electra.pretraining.train import pretrain
 from electra.scoring.health import (
+    FIXED_RATE,
     Health,
     detection,
-    in_words,
+    fixed_corruption,
     measure,
     representation,
-    score_run,
-    verdict,
+    word_pieces,
 )
+from electra.scoring.run_health import score_run, with_start
+from electra.scoring.verdict import in_words, judge
 
 from ..conftest import WORDS, assert_one_line_error, run_cli, tiny_cfg
 
@@ -75,35 +77,15 @@ def _cfg(root, **overrides):
 # --- the figures ---------------------------------------------------------------------------
 
 
-def test_constant_states_are_collapsed_and_random_ones_are_not():
+def test_constant_states_have_one_direction_and_random_ones_use_them_all():
     rms, cosine, rank = representation(torch.ones(500, 32) * 0.7)
     assert rms == pytest.approx(0.0, abs=1e-12) and cosine == pytest.approx(1.0)
     assert rank == pytest.approx(1.0)  # one direction
-    assert verdict(Health(tokens=500, hidden_rms=rms, mean_cosine=cosine)) == "collapsed"
     g = torch.Generator().manual_seed(0)
     rms, cosine, rank = representation(torch.randn(4000, 32, generator=g))
     # Independent Gaussian states: unit RMS, cosines of mean 0 (spread 1/sqrt(32) per pair, the
     # mean of 8M pairs well under 0.01), nearly every direction used.
     assert rms == pytest.approx(1.0, rel=0.05) and abs(cosine) < 0.01 and rank > 0.9 * 32
-    healthy = Health(tokens=4000, hidden_rms=rms, mean_cosine=cosine, disc_auc=0.8)
-    healthy.disc_prior_gain = 0.05
-    assert verdict(healthy) == "learned"
-    healthy.disc_auc = 0.52
-    assert verdict(healthy) == "not yet"
-
-
-def test_a_discriminator_that_gave_up_on_one_direction_is_collapsed():
-    g = torch.Generator().manual_seed(0)
-    states = torch.randn(32, generator=g) * 3 + 0.3 * torch.randn(2000, 32, generator=g)
-    rms, cosine, rank = representation(states)
-    assert cosine > 0.9 and rank < 0.5 * 32
-    h = Health(tokens=2000, hidden_rms=rms, mean_cosine=cosine, disc_auc=0.54)
-    h.disc_prior_gain = 0.002  # its answers are the replaced share's
-    assert verdict(h) == "collapsed"
-    h.disc_auc, h.disc_prior_gain = 0.75, 0.06  # still reading its input: anisotropic, not dead
-    assert verdict(h) == "learned"
-    # An MLM model's states alike (a post-LayerNorm encoder's are) are no verdict on their own.
-    assert verdict(Health(tokens=2000, hidden_rms=rms, mean_cosine=cosine)) == "learned"
 
 
 def test_detection_figures_against_their_definitions():
@@ -128,13 +110,14 @@ def test_a_model_with_constant_final_states_is_detected_as_collapsed(folders):
     networks = objective.models()
     rows = data.batch(torch.arange(16))
     healthy = measure(networks, objective, rows, data.special)
-    assert healthy.verdict != "collapsed" and healthy.mean_cosine < 0.5
+    assert judge([(0, healthy)]).name != "collapsed" and healthy.mean_cosine < 0.5
     # The last LayerNorm of the discriminator maps every token to its bias: one vector.
     last = networks["discriminator"].electra.encoder.layer[-1].output.LayerNorm
     with torch.no_grad():
         last.weight.zero_()
         last.bias.copy_(torch.linspace(-1, 1, last.bias.numel()))
     collapsed = measure(networks, objective, rows, data.special)
+    collapsed.verdict = judge([(0, healthy), (1, collapsed)]).name
     assert collapsed.verdict == "collapsed"
     assert collapsed.hidden_rms < 1e-6 and collapsed.effective_rank == pytest.approx(1.0)
     assert "collapsed" in in_words(collapsed) and "lower --train.lr" in in_words(collapsed)
@@ -254,4 +237,114 @@ def test_every_objective_is_measured(folders, name):
     judged = "discriminator" in objective.models() and name != "electric"
     assert (h.disc_auc is not None) == judged
     assert (h.mlm_loss is not None) == (name != "electric")
-    assert h.effective_rank > 1 and h.hidden_rms > 0 and h.verdict in ("learned", "not yet")
+    assert h.effective_rank > 1 and h.hidden_rms > 0
+    assert judge([(0, h)]).name in ("learned", "not yet")
+
+
+# --- the fixed corruption ------------------------------------------------------------------------
+
+
+def test_the_fixed_corruption_depends_on_the_rows_alone(folders):
+    data = PretrainingData(folders / "held")
+    rows = data.batch(torch.arange(32))
+    torch.manual_seed(1)
+    first = fixed_corruption(rows, data.special)
+    torch.manual_seed(2)  # the caller's RNG plays no part
+    assert torch.equal(fixed_corruption(rows, data.special), first)
+    ids, words = (
+        rows["input_ids"],
+        word_pieces(rows["input_ids"], rows["attention_mask"], data.special),
+    )
+    changed = first != ids
+    assert not changed[~words].any()  # specials and padding stay
+    # FIXED_RATE of the word pieces are chosen, and a chosen one changes unless its draw is the
+    # same piece, with chance sum(p_i^2) over the rows' unigram shares p_i: the changed share is
+    # a binomial proportion of mean FIXED_RATE * (1 - sum p^2); 5 standard deviations around it.
+    n = int(words.sum())
+    p = torch.bincount(ids[words]).double() / n
+    expected = FIXED_RATE * (1 - float((p * p).sum()))
+    bound = 5 * math.sqrt(expected * (1 - expected) / n)
+    assert abs(float(changed.sum()) / n - expected) < bound
+    assert set(first[changed].tolist()) <= set(ids[words].tolist())  # the rows' own pieces
+
+
+def test_the_same_weights_score_the_same_on_the_fixed_corruption(folders):
+    """Two runs (other seeds, other generators) holding one discriminator: the fixed figure is
+    the same, the own-generator figure is not comparable."""
+    cfg = _cfg(folders)
+    data = PretrainingData(folders / "held")
+    rows = data.batch(torch.arange(32))
+    torch.manual_seed(0)
+    a = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
+    torch.manual_seed(1)
+    b = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
+    b.discriminator.load_state_dict(a.discriminator.state_dict())
+    ha = measure(a.models(), a, rows, data.special, seed=0)
+    hb = measure(b.models(), b, rows, data.special, seed=5)
+    assert ha.disc_auc_fixed == hb.disc_auc_fixed  # the same fp32 computation, bit for bit
+    assert ha.disc_auc != hb.disc_auc
+    # The records and `electra health --json` carry it.
+    assert "disc_auc_fixed" in ha.record() and 0 <= ha.disc_auc_fixed <= 1
+
+
+# --- the verdict remembers -----------------------------------------------------------------------
+
+
+def test_the_health_command_judges_against_the_runs_start(folders, tmp_path):
+    """A run trained without held-out text: `electra health` rebuilds its start from the run's
+    seed, which measures as the step-0 record a run with --eval-data logs."""
+    held = str(folders / "held")
+    logged = pretrain(_cfg(folders, **{"train.eval_data": held}), tmp_path / "logged")
+    start = read_metrics(logged, HELDOUT)[0]
+    assert start["step"] == 0 and len(start["rows"]) == 16
+    plain = pretrain(_cfg(folders), tmp_path / "plain")
+    data = PretrainingData(folders / "held")
+    cfg = RunConfig.load(plain / "config.json")
+    rows = data.batch(torch.arange(len(data)))
+    (step, rebuilt), *_ = with_start([], cfg, data, rows, cfg.train.seed)
+    assert step == 0
+    for key in ("disc_auc", "disc_auc_fixed", "mean_cosine", "effective_rank", "mlm_loss"):
+        assert getattr(rebuilt, key) == pytest.approx(start[key], rel=1e-5, abs=1e-6), key
+    # Both commands judge the finished models against that start.
+    for run in (logged, plain):
+        health, _ = score_run(run, held)
+        assert health.verdict in ("learned", "not yet", "collapsed")
+    # A run whose held-out history was logged is judged on it: the last record's verdict again.
+    health, _ = score_run(logged, held)
+    assert health.verdict == read_metrics(logged, HELDOUT)[-1]["verdict"]
+
+
+def test_a_resumed_run_keeps_its_history(folders, tmp_path, monkeypatch):
+    """A run that collapsed before it was stopped is still judged collapsed after resuming: the
+    verdict reads the history the first invocation logged."""
+    held = str(folders / "held")
+    cfg = _cfg(folders, **{"train.eval_data": held, "train.eval_every": 2, "train.stop_after": 4})
+    seen = []
+    real = train_module.measure
+
+    def measured(*args, **kwargs):  # the measurements at steps 2 and 4 collapse
+        h = real(*args, **kwargs)
+        if len(seen) in (1, 2):
+            h.mean_cosine = 0.95
+        seen.append(h)
+        return h
+
+    monkeypatch.setattr(train_module, "measure", measured)
+    run = pretrain(cfg, tmp_path / "run")
+    assert [r["verdict"] for r in read_metrics(run, HELDOUT)][1:] == ["collapsed", "collapsed"]
+    monkeypatch.setattr(train_module, "measure", real)
+    cfg = apply_overrides(cfg, {"train.stop_after": 6})
+    pretrain(cfg, run, resume=True)
+    records = read_metrics(run, HELDOUT)
+    assert [r["step"] for r in records] == [0, 2, 4, 6]
+    # Step 6's own figures may pass; its history says whether it won back what it lost.
+    start, last = Health.from_record(records[0]), Health.from_record(records[-1])
+    expected = judge(
+        [
+            (0, start),
+            (2, Health.from_record(records[1])),
+            (4, Health.from_record(records[2])),
+            (6, last),
+        ]
+    )
+    assert last.verdict == expected.name and "collapsed" in (last.verdict + last.verdict_reason)

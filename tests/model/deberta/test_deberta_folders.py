@@ -19,14 +19,13 @@ from safetensors.torch import load_file, save_file
 from electra.config import apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from electra.folders.continuation import load_pair_weights
+from electra.folders.continuation import continued_networks, load_pair_weights
 from electra.folders.model_folder import load_pretrained
 from electra.model.attention import check_model
 from electra.model.deberta.config import DebertaV3Config
 from electra.model.family import encoder_of
 from electra.objectives import build_objective
 from electra.pretraining.resolve import resolve_run
-from electra.pretraining.train import continued_networks
 
 from ...conftest import assert_one_line_error, run_cli, sentence
 from ...numerics import encoder_depth, largest, rounding_bound

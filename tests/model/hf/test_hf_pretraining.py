@@ -15,12 +15,12 @@ import transformers
 from electra.config import apply_overrides, preset
 from electra.data.prepare import prepare
 from electra.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from electra.folders.continuation import load_pair_weights
+from electra.folders.continuation import continued_networks, load_pair_weights
 from electra.model.family import encoder_of
 from electra.model.hf.config import HFConfig, config_from_json, hf_values
 from electra.objectives import build_objective
 from electra.pretraining.resolve import resolve_run
-from electra.pretraining.train import continued_networks, pretrain
+from electra.pretraining.train import pretrain
 from electra.scoring.heldout import corrupt_and_score
 
 from ...conftest import assert_one_line_error, run_cli, sentence, shared_data
