@@ -2,7 +2,8 @@
 (scored with `--score finetune` or `both`), its held-out history judged again by today's
 `electra.scoring.verdict`, beside its fine-tuned score against the same architecture's random
 weights (`electra finetune --random-init` folders, one per family), compared by the seed-spread
-rule (`electra.scoring.spread`). It prints a markdown table and how often "collapsed" was said of
+rule (`electra.scoring.spread`), and its mean-pooled probe beside random weights where the
+experiment probed too. It prints a markdown table and how often "collapsed" was said of
 the arms that fine-tune worse than random weights, and of those that do not.
 
     python benchmarks/instruments.py XP --task sst2 \\
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from electra.engine.tracking import HELDOUT, read_metrics
 from electra.scoring.health import Health
-from electra.scoring.spread import BETTER, WORSE, difference
+from electra.scoring.spread import BETTER, WORSE, compared, difference
 from electra.scoring.verdict import judge
 
 
@@ -37,6 +38,11 @@ def arm_row(arm: Path, info: dict, task: str, random: dict[str, list[float]]) ->
     scores, base = seeds_of(tuned), random[info.get("arch", "electra")]
     d = difference(scores, base)
     verdict = judge(history)
+    probed = tuned.parents[2] / "probe" / task / "summary.json"
+    probe = None
+    if probed.is_file():  # the mean-pooled probe beside the same architecture's random weights
+        row = json.loads(probed.read_text())
+        probe = compared(row["features"]["mean"], row["random"]["mean"])
     return {
         "arm": arm.name,
         "auc": last.disc_auc,
@@ -49,6 +55,7 @@ def arm_row(arm: Path, info: dict, task: str, random: dict[str, list[float]]) ->
         "tuned": scores,
         "vs_random": d,
         "below": statistics.median(scores) < statistics.median(base),
+        "probe": probe,
     }
 
 
@@ -64,15 +71,15 @@ def main() -> None:
     rows = [r for r in rows if r and r["auc"] is not None]  # RTD arms: a discriminator judged
     print(
         "| arm | held-out AUC | fixed | generator MLM loss | mean cosine | effective rank |"
-        f" verdict | {args.task} fine-tuned | vs random weights |"
+        f" verdict | {args.task} fine-tuned | vs random weights | probe vs random |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        s, d = r["tuned"], r["vs_random"]
+        s, d, pr = r["tuned"], r["vs_random"], r["probe"]
         print(
             f"| {r['arm']} | {r['auc']:.3f} | {r['fixed']:.3f} | {r['mlm']} | {r['cosine']} | "
             f"{r['rank']} | {r['verdict']} | {statistics.median(s):.1f} ({min(s):.1f}–{max(s):.1f})"
-            f" | {d.gain:+.1f}{d.mark} |"
+            f" | {d.gain:+.1f}{d.mark} | " + (f"{pr.gain:+.1f}{pr.mark} |" if pr else "– |")
         )
     for a, s in random.items():
         print(f"random weights ({a}): {statistics.median(s):.1f} ({min(s):.1f}–{max(s):.1f})")

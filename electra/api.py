@@ -373,8 +373,10 @@ def health(
     """A pretraining run's held-out health, as `electra health --json` prints it: its networks
     (the finished models, or checkpoint `step`) on the first `max_rows` rows (default 256) of
     `data` (a folder `prepare` wrote with the run's tokenizer), masked and sampled from `seed`
-    (default: the run's). {"scored": which networks, "disc_auc", "disc_ap", "disc_prior_gain",
-    "mlm_loss", "hidden_rms", "mean_cosine", "effective_rank", "verdict", "in_words", ...}."""
+    (default: the run's), and judged against the run's start and the history it logged on the
+    same rows. {"scored": which networks, "disc_auc", "disc_auc_fixed", "disc_ap",
+    "disc_prior_gain", "mlm_loss", "hidden_rms", "mean_cosine", "effective_rank", "verdict",
+    "verdict_reason", "in_words", ...}."""
     from electra.scoring.health import MAX_ROWS
     from electra.scoring.run_health import score_run
     from electra.scoring.verdict import in_words

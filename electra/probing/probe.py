@@ -45,7 +45,7 @@ from electra.probing.features import (
     token_features,
     word_positions,
 )
-from electra.scoring.spread import BETTER, WORSE, Difference, difference, scores_of
+from electra.scoring.spread import BETTER, WORSE, Difference, compared
 from electra.tasks import get_task
 from electra.tasks.base import Encoded, Task
 from electra.tasks.finetune_config import FinetuneConfig, resolve_recipe
@@ -411,9 +411,7 @@ def summary(per_seed: list[dict], main: str) -> dict[str, Any]:
 def _differences(features: dict, randoms: dict) -> dict[str, Difference]:
     """By kind, in the table's order: the pretrained scores against the random ones
     (`electra.scoring.spread`)."""
-    return {
-        k: difference(scores_of(features[k]), scores_of(randoms[k])) for k in SHOWN if k in features
-    }
+    return {k: compared(features[k], randoms[k]) for k in SHOWN if k in features}
 
 
 def _gains(features: dict, randoms: dict | None) -> dict[str, Any]:

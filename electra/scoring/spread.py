@@ -37,6 +37,8 @@ class Difference:
         """'+2.10, ranges apart' or '+0.46, within the seed spread' (or too few seeds)."""
         if self.shown != NONE_SHOWN:
             return f"{self.gain:+.2f}, ranges apart"
+        if self.seeds == (0, 0):
+            return f"{self.gain:+.2f}, its seeds' scores not recorded"
         if min(self.seeds) < MIN_SEEDS:
             return f"{self.gain:+.2f}, too few seeds to tell (fewer than {MIN_SEEDS} a side)"
         return f"{self.gain:+.2f}, within the seed spread"
@@ -56,7 +58,10 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     return Difference(gain, shown, (len(a), len(b)))
 
 
-def scores_of(summary: dict) -> list[float]:
-    """The per-seed scores of a {median, min, max, per_seed} summary; one written without them
-    gives its two ends, which can show no difference (fewer than MIN_SEEDS)."""
-    return list(summary.get("per_seed") or (summary["min"], summary["max"]))
+def compared(a: dict, b: dict) -> Difference:
+    """How summary `a` ({median, min, max, per_seed}) stands against summary `b`: the medians'
+    difference, shown or not by their per-seed scores. A summary written without them (an
+    earlier version's) shows no difference."""
+    if a.get("per_seed") and b.get("per_seed"):
+        return difference(a["per_seed"], b["per_seed"])
+    return Difference(a["median"] - b["median"], NONE_SHOWN, (0, 0))

@@ -6,9 +6,10 @@ remembers: a run that collapsed is called collapsed until its states have won ba
 (docs/pretraining.md §Held-out health, where the same rule is stated and the thresholds measured).
 
 - **collapsed**: the final states have no spread, or use fewer than COLLAPSED_RANK_SHARE of the
-  directions the starting point's used (effective rank), or point one way (mean cosine at least
-  COLLAPSED_COSINE). Once collapsed, a run is collapsed until the rank is back to
-  RECOVERED_RANK_SHARE of the start's and the cosine under COLLAPSED_COSINE.
+  directions the starting point's used (effective rank), or, a discriminator's, point one way
+  (mean cosine at least COLLAPSED_COSINE; a post-LayerNorm MLM model's states are that
+  anisotropic and transfer as well as any). Once collapsed, a run is collapsed until the rank is
+  back to RECOVERED_RANK_SHARE of the start's and the cosine under COLLAPSED_COSINE.
 - **drifting** (a continued run only): its states have moved away from the checkpoint's: the rank
   under DRIFT_RANK_SHARE of the checkpoint's, or the mean cosine up by DRIFT_COSINE.
 - **not yet**: a discriminator that ranks replacements by its own generator's samples under
@@ -45,7 +46,8 @@ class Verdict:
 def collapsed(h: Health, start: Health, since: int | None = None) -> bool:
     """Whether `h` is collapsed against the starting point `start`; with `since`, the step of an
     earlier collapse, whether it has not yet recovered from it."""
-    if h.hidden_rms < COLLAPSED_RMS or h.mean_cosine >= COLLAPSED_COSINE:
+    pointed = h.disc_auc is not None and h.mean_cosine >= COLLAPSED_COSINE  # a discriminator's
+    if h.hidden_rms < COLLAPSED_RMS or pointed:
         return True
     share = RECOVERED_RANK_SHARE if since is not None else COLLAPSED_RANK_SHARE
     return start.effective_rank > 0 and h.effective_rank < share * start.effective_rank
@@ -73,8 +75,8 @@ def judge(history: Sequence[tuple[int, Health]], continued: bool = False) -> Ver
         f"{history[0][0]}, mean cosine {now.mean_cosine:.2f} against {start.mean_cosine:.2f}"
     )
     if since is not None:
-        when = "now" if since == step else f"since step {since}"
-        return Verdict("collapsed", f"collapsed {when}, not recovered: {shape}")
+        tail = ", not recovered" if since < step else ""
+        return Verdict("collapsed", f"collapsed since step {since}{tail}: {shape}")
     recovered = f"collapsed at step {first}, recovered: {shape}" if first is not None else ""
     if continued and drifted(now, start):
         return Verdict("drifting", f"drifting from the checkpoint it continued: {shape}")
@@ -116,10 +118,10 @@ def in_words(h: Health) -> str:
 def _not_yet(h: Health) -> str:
     if h.disc_auc_fixed is not None and (h.disc_auc or 0) >= LEARNED_AUC:
         return (
-            ". It tells its own generator's replacements by the tokens alone, not in context (the "
-            "fixed corruption's draws are as frequent as the words they replace): its generator "
-            "is too weak to make it read context. Train longer, or raise "
-            "--train.generator_lr_scale"
+            ". It tells replacements by the tokens more than by their context (the fixed "
+            "corruption's draws are as frequent as the words they replace). It needs more steps "
+            "or data; a generator that learns faster makes harder replacements "
+            "(--train.generator_lr_scale)"
         )
     return ". It needs more steps (or data) to learn"
 

@@ -348,3 +348,16 @@ def test_a_resumed_run_keeps_its_history(folders, tmp_path, monkeypatch):
         ]
     )
     assert last.verdict == expected.name and "collapsed" in (last.verdict + last.verdict_reason)
+
+
+def test_a_discriminator_that_sees_every_replacement_scores_one_on_both(folders):
+    """An oracle (logit high exactly where a token differs from the clean rows): both AUCs are 1,
+    so the labels line up with the tokens; the same oracle on the clean rows answers nothing."""
+    cfg = _cfg(folders)
+    data = PretrainingData(folders / "held")
+    rows = data.batch(torch.arange(32))
+    objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
+    clean = rows["input_ids"]
+    objective.discriminator.forward = lambda ids, types, mask: 10.0 * (ids != clean).float()
+    h = measure(objective.models(), objective, rows, data.special, chunk=32)
+    assert h.disc_auc == 1.0 and h.disc_auc_fixed == 1.0

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from electra.probing.probe import _gains, _verdict
-from electra.scoring.spread import BETTER, NONE_SHOWN, WORSE, difference, scores_of
+from electra.scoring.spread import BETTER, NONE_SHOWN, WORSE, compared, difference
 
 
 def test_ranges_apart_on_three_seeds_are_a_difference_and_overlaps_are_not():
@@ -33,8 +33,10 @@ def test_ranges_apart_is_the_one_sided_exact_test_at_one_in_twenty():
 
 
 def test_a_summary_without_its_seeds_shows_no_difference():
-    assert scores_of({"median": 5, "min": 4, "max": 6, "per_seed": [4, 5, 6]}) == [4, 5, 6]
-    assert difference(scores_of({"median": 9, "min": 9, "max": 9}), [1, 2, 3]).shown == NONE_SHOWN
+    with_seeds = {"median": 5, "min": 4, "max": 6, "per_seed": [4, 5, 6]}
+    assert compared(with_seeds, {"median": 2, "per_seed": [1, 2, 3]}).shown == BETTER
+    d = compared({"median": 9, "min": 9, "max": 9}, with_seeds)  # an earlier version's summary
+    assert d.gain == 4 and d.shown == NONE_SHOWN and "seeds' scores not recorded" in d.in_words()
 
 
 def _side(*scores):
