@@ -69,7 +69,7 @@ def finetune_lines(
     ]
     failed: dict[str, dict[str, Any]] = {}  # task -> a marked row (its baseline and rule)
     first = last_point(table[plan.arms[0].label], resolved["arms"][plan.arms[0].label])
-    marked_any = False
+    compared_any = False
     for arm in plan.arms:
         info = resolved["arms"][arm.label]
         arch = f"{info['arch']} | " if archs else ""
@@ -87,7 +87,7 @@ def finetune_lines(
             ref = (first or {}).get("tasks", {}).get(task)
             if ref is not None and arm is not plan.arms[0]:
                 mark += compared(r, ref).mark
-                marked_any = True
+                compared_any = True
             cells.append(f"{r['median']:.1f} ({r['min']:.1f}–{r['max']:.1f}){mark}")
         glue = f"{last['glue']:.1f}" if last and last["glue"] is not None else "…"
         lines.append(
@@ -96,7 +96,7 @@ def finetune_lines(
         )
     return (
         lines
-        + spread_note(f"the first arm's ({plan.arms[0].label})", marked_any)
+        + spread_note(f"the first arm's ({plan.arms[0].label})", compared_any)
         + baseline_note(failed)
     )
 
@@ -145,7 +145,7 @@ def probe_lines(
         "|---|---|---|---|---|---|---|",
     ]
     spread = "{0[median]:.1f} ({0[min]:.1f}–{0[max]:.1f})"
-    marked_any = False
+    compared_any = False
     for arm in plan.arms:
         info = resolved["arms"][arm.label]
         last = last_point(table[arm.label], info)
@@ -160,7 +160,7 @@ def probe_lines(
                 if random:
                     d = compared(got, random)
                     cells.append(f"{d.gain:+.1f}{d.mark}")
-                    marked_any = True
+                    compared_any = True
                 else:
                     cells.append("–")
                 lines.append(
@@ -168,7 +168,7 @@ def probe_lines(
                     + " | ".join(cells)
                     + " |"
                 )
-    return lines + spread_note("random weights", marked_any)
+    return lines + spread_note("random weights", compared_any)
 
 
 def _pooling_order(item: tuple[str, Any]) -> int:

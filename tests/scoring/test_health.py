@@ -34,6 +34,7 @@ from electra.scoring.run_health import score_run, with_start
 from electra.scoring.verdict import in_words, judge
 
 from ..conftest import WORDS, assert_one_line_error, run_cli, tiny_cfg
+from ..numerics import binomial_bound, encoder_depth, rounding_bound
 
 pytestmark = pytest.mark.numeric
 
@@ -263,8 +264,7 @@ def test_the_fixed_corruption_depends_on_the_rows_alone(folders):
     n = int(words.sum())
     p = torch.bincount(ids[words]).double() / n
     expected = FIXED_RATE * (1 - float((p * p).sum()))
-    bound = 5 * math.sqrt(expected * (1 - expected) / n)
-    assert abs(float(changed.sum()) / n - expected) < bound
+    assert abs(float(changed.sum()) / n - expected) < binomial_bound(expected, n)
     assert set(first[changed].tolist()) <= set(ids[words].tolist())  # the rows' own pieces
 
 
@@ -303,8 +303,12 @@ def test_the_health_command_judges_against_the_runs_start(folders, tmp_path):
     rows = data.batch(torch.arange(len(data)))
     (step, rebuilt), *_ = with_start([], cfg, data, rows, cfg.train.seed)
     assert step == 0
-    for key in ("disc_auc", "disc_auc_fixed", "mean_cosine", "effective_rank", "mlm_loss"):
-        assert getattr(rebuilt, key) == pytest.approx(start[key], rel=1e-5, abs=1e-6), key
+    # The same weights, perhaps through another kernel path (the run's runtime prepares its
+    # networks): the states agree to fp32 rounding over the encoder's reductions, and the figures
+    # smooth in them to as much relative to their size. (The AUCs, by ranks, may swap a near tie.)
+    bound = rounding_bound(torch.float32, terms=64, depth=encoder_depth(2, extra=2))
+    for key in ("mean_cosine", "effective_rank", "mlm_loss"):
+        assert getattr(rebuilt, key) == pytest.approx(start[key], rel=bound), key
     # Both commands judge the finished models against that start.
     for run in (logged, plain):
         health, _ = score_run(run, held)
