@@ -237,6 +237,7 @@ class Run:
     last_saved: str | None = None  # the newest checkpoint, named for messages
     convention: str = "official"  # the FLOP convention `train_flops` is printed and logged in
     heldout: dict[str, torch.Tensor] | None = None  # rows of train.eval_data, on the device
+    heldout_digest: str = ""  # their `rows_digest`: which logged records are one history
     health: tuple[int, Health] | None = None  # the newest held-out measurement and its step
     # The held-out measurements so far, from step 0 (those of a resumed run's earlier invocations
     # read back from metrics.jsonl): what the verdict weighs.
@@ -298,7 +299,7 @@ def build(
         _, rows = open_heldout(
             cfg.train.eval_data, fingerprint, data.seq_len, "--eval-data", documents=documents
         )
-        run.heldout = to_device(rows, device)
+        run.heldout, run.heldout_digest = to_device(rows, device), rows_digest(rows)
     if latest is not None:
         state = load_checkpoint(latest, objective, optimizer)
         run.step, run.elapsed_before = state["step"], state.get("elapsed_s", 0.0)
@@ -380,7 +381,7 @@ def fit(run: Run) -> str:
     if run.heldout is not None and run.step == 0:  # the start: what the verdict weighs against
         _score_heldout(run, logger)
     elif run.heldout is not None:  # resumed: the history it logged, or its start measured again
-        logged = logged_history(run.run_dir, rows_digest(run.heldout), run.step + 1)
+        logged = logged_history(run.run_dir, run.heldout_digest, run.step + 1)
         run.history = with_start(logged, run.cfg, run.data, run.heldout, run.cfg.train.seed)
     with StopRequest() as stop_request:
         failure = _loop(run, run_step, logger, bar, stop_request)
@@ -488,7 +489,7 @@ def _score_heldout(run: Run, logger: RunLogger | None) -> None:
     run.health = (run.step, health)
     if logger is None:
         return
-    record = {"step": run.step, "split": HELDOUT, "rows": rows_digest(run.heldout)}
+    record = {"step": run.step, "split": HELDOUT, "rows": run.heldout_digest}
     logger.log(record | health.record())
     if health.verdict in ("collapsed", "drifting") and health.verdict not in run.warned:
         run.warned.add(health.verdict)

@@ -140,8 +140,9 @@ def measure(
 ) -> Health:
     """The held-out figures of a run's `networks` (by role, as `Objective.models` gives them) on
     `batch`, masked and sampled as `corruption` (the run's objective) does, in chunks of `chunk`
-    rows, with the RNG seeded by `seed` and the caller's RNG state left as it was. The networks
-    are put in eval mode for it and back in the mode they were in."""
+    rows, with the RNG seeded by `seed` and the caller's RNG state left as it was; a judged
+    discriminator also on `fixed_corruption` of the batch. The networks are put in eval mode for
+    it and back in the mode they were in."""
     discriminator, mlm = networks.get("discriminator"), networks.get("mlm")
     main = discriminator or mlm
     # A discriminator's figures are on its own generator's samples; an MLM model (Replace MLM's

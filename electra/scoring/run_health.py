@@ -22,19 +22,20 @@ from electra.scoring.health import MAX_ROWS, Health, measure, open_heldout, rows
 from electra.scoring.verdict import judge
 
 
-def run_networks(run_dir: Path, step: int | None) -> tuple[dict[str, nn.Module], int, str]:
-    """A run's networks by role: those of checkpoint `step`, or the finished run's model folders,
-    or (an unfinished run, no step given) its newest checkpoint's; the step they are at, and which
-    were taken, in words."""
+def run_networks(
+    run_dir: Path, step: int | None, steps: int
+) -> tuple[dict[str, nn.Module], int, str]:
+    """A run's networks by role: those of checkpoint `step`, or the finished run's model folders
+    (at its last step, `steps`), or (an unfinished run, no step given) its newest checkpoint's;
+    the step they are at, and which were taken, in words."""
     from electra.folders.checkpoint import latest_complete
     from electra.folders.model_folder import ROLES, load_pretrained
     from electra.hf.export import checkpoint_models
 
     finished = [r for r in ROLES if (run_dir / r).is_dir()]
     if step is None and finished:
-        done = RunConfig.load(run_dir / "config.json").train.steps
         networks = {r: load_pretrained(run_dir / r)[0] for r in finished}
-        return networks, done, "the finished models"
+        return networks, steps, "the finished models"
     if step is None:
         latest = latest_complete(run_dir)
         if latest is None:
@@ -81,7 +82,7 @@ def score_run(
             "the --out folder of `electra pretrain`"
         )
     cfg = RunConfig.load(run_dir / "config.json")
-    networks, at, which = run_networks(run_dir, step)
+    networks, at, which = run_networks(run_dir, step, cfg.train.steps)
     tokens = fingerprint(load_tokenizer(run_dir / "tokenizer"))
     documents = bool(cfg.data.document_mask)
     data, rows = open_heldout(data_dir, tokens, cfg.data.seq_len, "--data", max_rows, documents)

@@ -112,10 +112,24 @@ def in_words(h: Health) -> str:
         ranks_ = f"held-out MLM loss {h.mlm_loss:.2f}; "
     history = f" ({h.verdict_reason})" if h.verdict_reason else ""
     said = f"{h.verdict}: {ranks_}{states}{history}"
-    return said + ADVICE.get(h.verdict, lambda _: "")(h)
+    return said + _advice(h)
 
 
-def _not_yet(h: Health) -> str:
+def _advice(h: Health) -> str:
+    """What to do about the verdict, where there is something to do."""
+    if h.verdict == "collapsed":
+        return (
+            ". It has stopped reading its input (every token looks alike to it), and its features "
+            "are likely to transfer worse than random weights'. Train again with a lower "
+            "--train.lr (half, or a quarter) or a longer --train.warmup_steps"
+        )
+    if h.verdict == "drifting":
+        return (
+            ". The checkpoint's features are being worn away: lower --train.lr, or fine-tune the "
+            "checkpoint as it was beside this one"
+        )
+    if h.verdict != "not yet":
+        return ""
     if h.disc_auc_fixed is not None and (h.disc_auc or 0) >= LEARNED_AUC:
         return (
             ". It tells replacements by the tokens more than by their context (the fixed "
@@ -124,17 +138,3 @@ def _not_yet(h: Health) -> str:
             "(--train.generator_lr_scale)"
         )
     return ". It needs more steps (or data) to learn"
-
-
-ADVICE = {
-    "collapsed": lambda h: (
-        ". It has stopped reading its input (every token looks alike to it), and its features are "
-        "likely to transfer worse than random weights'. Train again with a lower --train.lr (half, "
-        "or a quarter) or a longer --train.warmup_steps"
-    ),
-    "drifting": lambda h: (
-        ". The checkpoint's features are being worn away: lower --train.lr, or fine-tune the "
-        "checkpoint as it was beside this one"
-    ),
-    "not yet": _not_yet,
-}
