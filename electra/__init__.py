@@ -20,6 +20,7 @@ _LAZY = {
     "prepare": "electra.api",
     "pretrain": "electra.api",
     "experiment": "electra.api",
+    "adapt": "electra.api",
     "detect": "electra.api",
     "score_text": "electra.api",
     "health": "electra.api",

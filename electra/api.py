@@ -451,6 +451,54 @@ def experiment(
         return run_experiment(plan, out)
 
 
+def adapt(
+    model: str | Path,
+    task: str,
+    data: str | Path,
+    out: str | Path,
+    *,
+    corpus: Sequence[str | Path] | None = None,
+    arms: Sequence[str] = ("none", "electra", "mlm"),
+    steps: int = 200,
+    seeds: int = 3,
+    pretrain_seeds: int = 1,
+    batch_size: int = 16,
+    seq_len: int = 128,
+    probe: bool = True,
+    pretrain_set: Mapping[str, Any] | None = None,
+    finetune_set: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Whether continuing the checkpoint `model` helps `task` (its files in `data`), as
+    `electra adapt` does: the checkpoint as it is (arm none), continued with RTD for `steps`
+    steps (electra) and with MLM at the same FLOPs (mlm), `pretrain_seeds` times each, on
+    `corpus` (text files; default: the task's training text, labels dropped; never a row of its
+    dev or test files), each fine-tuned `seeds` times and probed (`probe`); writes `out` and
+    returns its results.json. `finetune_set` holds fine-tuning's settings ({"text_columns":
+    "a,b", "label_column": "y", "max_train_examples": 500, "epochs": 3}), `pretrain_set`
+    pretraining's ({"train.lr": 5e-5}). Called again with the same plan, it continues."""
+    from electra.engine.progress import progress_off
+    from electra.recipes.adapt import AdaptPlan, run_adapt
+
+    plan = AdaptPlan(
+        model=str(model),
+        task=task,
+        data=str(data),
+        corpus=[str(c) for c in corpus or []],
+        arms=list(arms),
+        steps=steps,
+        seeds=seeds,
+        pretrain_seeds=pretrain_seeds,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        probe=probe,
+        pretrain_set=_as_text(pretrain_set),
+        finetune_set=_as_text({k: v for k, v in (finetune_set or {}).items() if v is not None}),
+    )
+    with contextlib.nullcontext() if progress else progress_off():
+        return run_adapt(plan, out)
+
+
 def _as_text(values: Mapping[str, Any] | None) -> dict[str, str]:
     """Settings as the command line spells them (the plan saved in experiment.json compares
     equal whether a run was started from Python or from the command)."""

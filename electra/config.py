@@ -284,6 +284,13 @@ class TrainConfig(OptimConfig, RuntimeConfig):
     # times this: a generator that barely learns at a rate the discriminator needs makes easy
     # replacements (DeBERTa-v3's official code gives the two networks optimizers of their own).
     generator_lr_scale: float = 1.0
+    # A continued run (`init_from`): the heads it builds fresh (an RTD head on a checkpoint that
+    # has none, an MLM head for a generator made of its lower layers) train at lr times this, so
+    # they catch up with the pretrained encoder under them; and for the first `head_warmup_steps`
+    # the checkpoint's encoder (its embeddings included) is held still while those heads and the
+    # generator train (docs/pretraining.md §Continuing a checkpoint says which values were measured).
+    head_lr_scale: float = 1.0
+    head_warmup_steps: int = 0
     seed: int = 42
     log_every: int = 100
     save_every: int = 1000
@@ -316,9 +323,13 @@ class TrainConfig(OptimConfig, RuntimeConfig):
         )
         if self.eval_every < 0:
             raise ElectraError(f"train.eval_every must be 0 or more (got {self.eval_every})")
-        if not math.isfinite(self.generator_lr_scale) or self.generator_lr_scale <= 0:
+        for name in ("generator_lr_scale", "head_lr_scale"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ElectraError(f"train.{name} must be a positive number (got {value})")
+        if self.head_warmup_steps < 0:
             raise ElectraError(
-                f"train.generator_lr_scale must be a positive number (got {self.generator_lr_scale})"
+                f"train.head_warmup_steps must be 0 or more (got {self.head_warmup_steps})"
             )
         if self.parallel not in PARALLEL_MODES:
             raise ElectraError(

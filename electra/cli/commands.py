@@ -123,6 +123,34 @@ def cmd_experiment(args: argparse.Namespace) -> None:
     print((Path(args.out) / "results.md").read_text(), end="")
 
 
+def cmd_adapt(args: argparse.Namespace) -> None:
+    from electra.api import adapt
+
+    own = {
+        "text_columns": args.text_columns,
+        "label_column": args.label_column,
+        "max_train_examples": args.max_train_examples,
+    }
+    adapt(
+        args.model,
+        args.task,
+        args.data,
+        args.out,
+        corpus=args.corpus,
+        arms=args.arms,
+        steps=args.steps,
+        seeds=args.seeds,
+        pretrain_seeds=args.pretrain_seeds,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        probe=not args.no_probe,
+        pretrain_set=_pairs(args.pretrain_set, "--pretrain-set"),
+        finetune_set={**_pairs(args.finetune_set, "--finetune-set"), **own},
+        progress=not args.no_progress,
+    )
+    print((Path(args.out) / "results.md").read_text(), end="")
+
+
 def _pairs(items: list[str], flag: str) -> dict[str, str]:
     """--pretrain-set/--finetune-set KEY=VALUE ... as {key: value}."""
     bad = [kv for kv in items if "=" not in kv]

@@ -12,6 +12,7 @@ from dataclasses import fields
 from electra.cli.analysis import add_health, add_probe
 from electra.cli.commands import (
     _add_finetune_flags,
+    cmd_adapt,
     cmd_demo,
     cmd_detect,
     cmd_evaluate,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_prepare(sub)
     _add_pretrain(sub)
     _add_experiment(sub)
+    _add_adapt(sub)
     _add_detect(sub)
     _add_score_text(sub)
     _add_export(sub)
@@ -267,6 +269,38 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
     xp.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
     _add_progress_off(xp, "while the arms pretrain")
     xp.set_defaults(func=cmd_experiment)
+
+
+def _add_adapt(sub: argparse._SubParsersAction) -> None:
+    ad = sub.add_parser(
+        "adapt",
+        help="continue a checkpoint on unlabelled text (RTD, MLM) and show, with seeds, whether "
+        "it helped your task",
+        epilog="Arms: none (the checkpoint as it is), electra and mlm (continued at equal "
+        "training FLOPs), each fine-tuned and probed on the task over --seeds. Without "
+        "--corpus, the task's training text (labels dropped) is pretrained on; no dev or test "
+        "row ever is. Run the same command again to continue a stopped run.",
+        formatter_class=WholeNamesFormatter,
+    )
+    ad.add_argument("--model", required=True, help="the checkpoint: a model folder")
+    ad.add_argument("--task", required=True, help="a task (classification, tagging, sst2, ...)")
+    ad.add_argument("--data", required=True, help="the task's folder of train.* and dev.* files")
+    ad.add_argument("--out", required=True)
+    ad.add_argument("--corpus", nargs="+", help="unlabelled text files (default: the task's)")
+    ad.add_argument("--arms", nargs="+", default=["none", "electra", "mlm"])
+    ad.add_argument("--steps", type=int, default=200, help="electra's steps; mlm's match its FLOPs")
+    ad.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per model")
+    ad.add_argument("--pretrain-seeds", type=int, default=1, help="continuations per arm")
+    ad.add_argument("--batch-size", type=int, default=16, help="pretraining sequences per step")
+    ad.add_argument("--seq-len", type=int, default=128, help="pretraining sequence length")
+    ad.add_argument("--no-probe", action="store_true", help="fine-tune only, no frozen probe")
+    ad.add_argument("--text-columns", help="your own files: the text columns, A,B")
+    ad.add_argument("--label-column", help="your own files: the label column")
+    ad.add_argument("--max-train-examples", type=int, help="fine-tune on the first N rows")
+    ad.add_argument("--pretrain-set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE")
+    ad.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
+    _add_progress_off(ad, "while the arms pretrain")
+    ad.set_defaults(func=cmd_adapt)
 
 
 def _add_detect(sub: argparse._SubParsersAction) -> None:
@@ -517,6 +551,7 @@ def _add_threads(sub: argparse._SubParsersAction) -> None:
     for name in (
         "pretrain",
         "experiment",
+        "adapt",
         "detect",
         "score-text",
         "finetune",

@@ -29,6 +29,8 @@ def param_groups(
     weight_decay: float,
     by_network: bool = False,
     lr_scales: dict[str, float] | None = None,
+    fresh: tuple[set[int], float] = (set(), 1.0),
+    held: tuple[set[int], int] = (set(), 0),
 ) -> list[dict]:
     """Splits parameters into decayed and not decayed (`no_decay`). With
     `by_network`, each top-level submodule (an objective's network) gets its own pair of groups:
@@ -36,12 +38,15 @@ def param_groups(
     pinned count of `AdamWNoBiasCorrection` needs no count). `lr_scales` multiplies the learning
     rate of the parameters that only the named top-level submodule holds (`train.generator_lr_scale`:
     the generator's own layers and head); a parameter two networks share (their embeddings) keeps
-    the model's rate, and every scale of 1 leaves the groups as they were."""
+    the model's rate, and every scale of 1 leaves the groups as they were. `fresh` (parameter ids,
+    scale) multiplies the rate of a continued run's fresh heads instead (`train.head_lr_scale`);
+    `held` (parameter ids, steps) keeps those parameters still for the first steps
+    (`train.head_warmup_steps`: `set_learning_rate` gives their groups no rate until then)."""
     lr_scales = {k: v for k, v in (lr_scales or {}).items() if v != 1.0}
     holders: dict[int, set[str]] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         holders.setdefault(id(p), set()).add(name.split(".")[0])
-    groups: dict[tuple[str, bool, float], list[nn.Parameter]] = {}
+    groups: dict[tuple[str, bool, float, int], list[nn.Parameter]] = {}
     kept = no_decay(model)
     for name, p in model.named_parameters():  # shared parameters appear once
         if not p.requires_grad:
@@ -49,11 +54,14 @@ def param_groups(
         skip = id(p) in kept
         network = name.split(".")[0] if by_network else ""
         (holder,) = holders[id(p)] if len(holders[id(p)]) == 1 else ("",)
-        groups.setdefault((network, skip, lr_scales.get(holder, 1.0)), []).append(p)
+        scale = fresh[1] if id(p) in fresh[0] else lr_scales.get(holder, 1.0)
+        hold = held[1] if id(p) in held[0] else 0
+        groups.setdefault((network, skip, scale, hold), []).append(p)
     return [
         {"params": params, "weight_decay": 0.0 if skip else weight_decay}
         | ({"lr_scale": scale} if scale != 1.0 else {})
-        for (_, skip, scale), params in groups.items()
+        | ({"hold_steps": hold} if hold else {})
+        for (_, skip, scale, hold), params in groups.items()
     ]
 
 
@@ -133,11 +141,12 @@ def learning_rate(step: int, peak: float, total: int, warmup: int) -> float:
     return peak * decay * ramp
 
 
-def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Sets each group's LR (times its `lr_scale`); an LR held in a device tensor (see
-    `make_capturable`) is written in place, where a captured step reads it."""
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float, step: int = 0) -> None:
+    """Sets each group's LR (times its `lr_scale`; none before its `hold_steps` at `step`); an LR
+    held in a device tensor (see `make_capturable`) is written in place, where a captured step
+    reads it."""
     for group in optimizer.param_groups:
-        value = lr * group.get("lr_scale", 1.0)
+        value = 0.0 if step < group.get("hold_steps", 0) else lr * group.get("lr_scale", 1.0)
         if isinstance(group["lr"], torch.Tensor):
             group["lr"].fill_(value)
         else:

@@ -26,6 +26,7 @@ from electra.errors import ElectraError
 from electra.folders.model_folder import (
     architectures,
     check_fits,
+    check_sentence_transformers,
     fit_state_dict,
     is_model_dir,
     load_strict,
@@ -88,6 +89,7 @@ def one_folder_source(path: str | Path) -> AnyModelConfig | None:
     any other path. A run's `discriminator/` or `generator/` given alone is refused, naming the
     pair folder to give instead (one of a pair would otherwise start both networks)."""
     path = Path(path)
+    check_sentence_transformers(path)
     if not is_model_dir(path) or is_model_dir(path / "discriminator"):
         return None
     pair = path.parent
@@ -313,6 +315,31 @@ def load_continued(
         f"{line}; generator: its lower {k} of {n} layers and {head}, sharing the {role}'s "
         "token table"
     )
+
+
+def fresh_heads(
+    main: nn.Module, generator: nn.Module | None, path: str | Path, generator_from: str | None
+) -> list[nn.Parameter]:
+    """The parameters `load_pair_weights` builds fresh, by its rule: the main network's head where
+    one folder is not of its class, and the generator's head where it is made of that folder's
+    lower layers and the folder is no masked LM of its class. A pair starts nothing fresh."""
+    if one_folder_source(path) is None:
+        return []
+    arch, _ = read_model_config(Path(path), None)
+    own = [main] + ([generator] if generator is not None and not generator_from else [])
+    return [
+        p
+        for network in own
+        if type(network).__name__ != arch
+        for name, p in network.named_parameters()
+        if not name.startswith(f"{network.base_model_prefix}.")
+    ]
+
+
+def continued_encoder(main: nn.Module) -> list[nn.Parameter]:
+    """The main network's encoder (its embeddings included): what a continued run holds still for
+    `train.head_warmup_steps` while the fresh heads and the generator train."""
+    return list(getattr(main, main.base_model_prefix).parameters())
 
 
 def _discriminators() -> tuple[type, ...]:

@@ -168,6 +168,34 @@ def is_model_dir(path: Path) -> bool:
     return (path / "config.json").is_file() and has_weights
 
 
+# The sentence-transformers modules that are a `transformers` encoder in a folder (`BERT` is the
+# name versions before 1.0 wrote).
+ENCODER_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.BERT")
+
+
+def check_sentence_transformers(path: Path) -> None:
+    """A sentence-transformers folder (modules.json) whose first module is the encoder in the
+    folder itself passes; one that starts with another module (static embeddings, CLIP, a
+    Transformer in a subfolder) is refused in one line: its config.json and weights are not that
+    encoder's, or are elsewhere."""
+    listing = path / "modules.json"
+    if not listing.is_file():
+        return
+    try:
+        modules = sorted(json.loads(listing.read_text(encoding="utf-8")), key=lambda m: m["idx"])
+        first = modules[0]
+        kind, where = first["type"], first.get("path", "")
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise ElectraError(f"{listing} is not a sentence-transformers module list ({e})") from None
+    if kind not in ENCODER_MODULES:
+        raise ElectraError(
+            f"{listing}: its first module is {kind}, not a transformers encoder "
+            "(sentence_transformers.models.Transformer): only an encoder folder continues"
+        )
+    if where not in ("", "."):
+        raise ElectraError(f"{listing}: its encoder is in {path / where}: pass that folder instead")
+
+
 def resolve_model_dir(path: str | Path) -> Path:
     """A model folder, or a run (or exported pair) folder holding one (its discriminator first)."""
     path = Path(path)

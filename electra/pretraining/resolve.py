@@ -64,8 +64,11 @@ def run_config(
     small), then the config file's values, then `overrides` ({"train.lr": "1e-4"}, typed by the
     fields); and the section.field keys the file and the overrides set, for `resolve_run`."""
     file_values = flatten(read_config_file(config_file)) if config_file else {}
-    name = preset_name or file_values.pop("preset", None) or DEFAULT_PRESET
+    name = preset_name or file_values.pop("preset", None)
     file_values.pop("preset", None)
+    init_from = {**file_values, **(overrides or {})}.get("train.init_from")
+    if not name:
+        name = continuation_preset(init_from) if init_from else DEFAULT_PRESET
     cfg = apply_overrides(preset(str(name)), file_values, source=str(config_file or "config"))
     cfg = apply_overrides(cfg, dict(overrides or {}), source=source)
     return cfg, {*file_values, *(overrides or {})}
@@ -171,7 +174,97 @@ def _fill_settings(
     cfg, change = fill_objective_settings(cfg, given)
     if change:
         say(change)
-    return cfg, data
+    if cfg.train.init_from:
+        cfg = continuation_settings(cfg, given, say)
+    return fitted_warmup(cfg, given, say), data
+
+
+# A schedule's warm-up left to a preset takes at most this share of the run's steps: a preset's
+# 10,000 steps are for its million, and a shorter run would end before its rate had risen.
+WARMUP_SHARE = 0.1
+# Continued pretraining's settings, where the caller sets none (measured on a sentence-transformers
+# MiniLM-L6 continued on SST-2's text: docs/pretraining.md §Continuing a checkpoint, and
+# benchmarks/RESULTS.md "Issue 59"): a from-scratch preset's peak rate pulls a trained encoder's
+# states together, and fresh heads need a higher rate than the encoder under them.
+CONTINUE_LR = 1e-4
+CONTINUE_HEAD_LR_SCALE = 10.0
+CONTINUE_HEAD_WARMUP_SHARE = 0.0
+
+
+def continuation_preset(folder: str | Path) -> str:
+    """The preset of a run continued from `folder` that names none: its family's, of the width
+    nearest the folder's (the folder's config replaces the architecture; the preset gives the
+    rest: the batch, the objective's weights, the generator's rate)."""
+    from electra.folders.model_folder import model_config_of_file
+
+    folder = Path(folder)
+    config = next(
+        (
+            f
+            for f in (folder / "config.json", folder / "discriminator" / "config.json")
+            if f.is_file()
+        ),
+        None,
+    )
+    if config is None:
+        return DEFAULT_PRESET  # refused with its reason where the run reads the folder
+    model = model_config_of_file(config)
+    same = [n for n in presets() if preset(n).model.arch == model.arch]
+    if not same:
+        return DEFAULT_PRESET
+    return min(same, key=lambda n: abs(preset(n).model.hidden_size - model.hidden_size))
+
+
+def continuation_settings(cfg: RunConfig, given: set[str], say: Callable[[str], None]) -> RunConfig:
+    """A continued run's learning rate, fresh heads' rate and head-only warm-up, where the
+    caller set none (the constants above), said in one line with the preset they go with."""
+    train = cfg.train
+    chosen = {
+        "lr": CONTINUE_LR,
+        "head_lr_scale": CONTINUE_HEAD_LR_SCALE,
+        "head_warmup_steps": round(CONTINUE_HEAD_WARMUP_SHARE * train.steps),
+    }
+    chosen = {k: v for k, v in chosen.items() if f"train.{k}" not in given}
+    if not chosen:
+        return cfg
+    settings = ", ".join(f"train.{k}={v:g}" for k, v in chosen.items())
+    say(
+        f"continuing {train.init_from} with preset {cfg.preset} and continued pretraining's "
+        f"{settings} (set any of them to change it)"
+    )
+    return replace(cfg, train=replace(train, **chosen))
+
+
+def fitted_warmup(cfg: RunConfig, given: set[str], say: Callable[[str], None]) -> RunConfig:
+    """A warm-up the caller left to the preset, cut to `WARMUP_SHARE` of the steps; and a
+    warning where the schedule keeps the rate far under `train.lr` for the whole run."""
+    train = cfg.train
+    mine = {"train.warmup_steps", "train.warmup_proportion"} & given
+    if not mine and train.warmup > WARMUP_SHARE * train.steps:
+        warmup = max(1, round(WARMUP_SHARE * train.steps))
+        say(
+            f"warm-up {warmup} steps ({WARMUP_SHARE:.0%} of {train.steps}; the {cfg.preset} "
+            f"preset's {train.warmup} is for longer runs: set train.warmup_steps to change it)"
+        )
+        train = replace(train, warmup_steps=warmup, warmup_proportion=0.0)
+    highest = peak_rate(train.lr, train.steps, train.warmup)
+    if highest < 0.5 * train.lr:
+        say(
+            f"warning: the learning rate never passes {highest:.2g} in this run, under half of "
+            f"train.lr={train.lr:g}: a warm-up of {train.warmup} steps is long for "
+            f"{train.steps} steps; shorten train.warmup_steps"
+        )
+    return replace(cfg, train=train)
+
+
+def peak_rate(lr: float, steps: int, warmup: int) -> float:
+    """The highest rate of the official schedule (`electra.engine.optim.learning_rate`:
+    lr * (1 - s/steps) * min(1, s/warmup)): at the warm-up's end, or at half the run where the
+    warm-up is longer than that."""
+    if warmup <= 0:
+        return lr
+    at = min(warmup, steps / 2)
+    return lr * (1 - at / steps) * min(1.0, at / warmup)
 
 
 def _model_from_config_json(

@@ -383,11 +383,13 @@ def cached(summary: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
     return row if row.get("settings", settings) == settings else None
 
 
-def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
+def finetune_point(plan: Plan, encoder: Path, task: str, at: Path | None = None) -> dict[str, Any]:
+    """The point's encoder fine-tuned on `task` over the plan's seeds, in AT/finetune/TASK
+    (default: beside the encoder, in its step folder)."""
     from electra.finetuning.run import finetune
     from electra.tasks.finetune_config import FinetuneConfig
 
-    out = encoder.parent / "finetune" / task
+    out = (at or encoder.parent) / "finetune" / task
     summary = out / "summary.json"
     settings = scoring_settings(plan, task, "finetune")
     if (row := cached(summary, settings)) is not None:
@@ -412,13 +414,13 @@ def finetune_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
     return row
 
 
-def probe_point(plan: Plan, encoder: Path, task: str) -> dict[str, Any]:
+def probe_point(plan: Plan, encoder: Path, task: str, at: Path | None = None) -> dict[str, Any]:
     """The point's encoder probed frozen on `task` (`electra.probing.probe`), the same
-    architecture's random weights beside it, over the plan's seeds."""
+    architecture's random weights beside it, over the plan's seeds, in AT/probe/TASK."""
     from electra.probing.probe import ProbeConfig, probe
     from electra.tasks.finetune_config import FinetuneConfig
 
-    out = encoder.parent / "probe" / task
+    out = (at or encoder.parent) / "probe" / task
     summary = out / "summary.json"
     settings = scoring_settings(plan, task, "probe")
     if (row := cached(summary, settings)) is not None:
