@@ -150,3 +150,9 @@ def config_flags_given(args: argparse.Namespace) -> dict[str, Any]:
         for k, v in vars(args).items()
         if k.startswith(_CONFIG_FLAG) and v is not None
     }
+
+
+def add_progress_off(parser: argparse.ArgumentParser, when: str) -> None:
+    """`--no-progress` of a command that runs others (`electra.engine.progress.progress_off`):
+    not a setting it records, so that a continued run may differ in it."""
+    parser.add_argument("--no-progress", action="store_true", help=f"no progress on stderr {when}")

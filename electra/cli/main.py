@@ -12,11 +12,9 @@ from dataclasses import fields
 from electra.cli.analysis import add_health, add_probe
 from electra.cli.commands import (
     _add_finetune_flags,
-    cmd_adapt,
     cmd_demo,
     cmd_detect,
     cmd_evaluate,
-    cmd_experiment,
     cmd_export,
     cmd_finetune,
     cmd_plot,
@@ -32,8 +30,10 @@ from electra.cli.flags import (
     PRETRAIN_ALIASES,
     add_config_flags,
     add_no_progress,
+    add_progress_off,
     only_overrides,
 )
+from electra.cli.recipes import add_adapt, add_experiment
 from electra.errors import ElectraError, Interrupted
 from electra.tasks.settings import DELIMITERS
 
@@ -44,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tokenizer(sub)
     _add_prepare(sub)
     _add_pretrain(sub)
-    _add_experiment(sub)
-    _add_adapt(sub)
+    add_experiment(sub, WholeNamesFormatter, preset_names())
+    add_adapt(sub, WholeNamesFormatter)
     _add_detect(sub)
     _add_score_text(sub)
     _add_export(sub)
@@ -220,87 +220,6 @@ def preset_names() -> str:
 
     *names, last = presets()
     return f"{', '.join(names)} or {last}"
-
-
-def _add_progress_off(parser: argparse.ArgumentParser, when: str) -> None:
-    """`--no-progress` of a command that runs others (`electra.engine.progress.progress_off`):
-    not a setting it records, so that a continued run may differ in it."""
-    parser.add_argument("--no-progress", action="store_true", help=f"no progress on stderr {when}")
-
-
-def _add_experiment(sub: argparse._SubParsersAction) -> None:
-    xp = sub.add_parser(
-        "experiment",
-        help="pretrain arms at equal training FLOPs, fine-tune each on GLUE, table and plots",
-        epilog="An arm is an objective name (electra, mlm, ...) or LABEL:section.field=value,... "
-        "(section.field=value, here and in --pretrain-set, is shorthand for pretrain's "
-        "--section.field VALUE; --finetune-set's field=value for finetune's --field-name VALUE); "
-        "an arm's preset=NAME starts it from another preset than --preset's "
-        "(modern-rtd:preset=modern-tiny,objective.name=electra). "
-        "Run the same command again to continue a stopped experiment.",
-        formatter_class=WholeNamesFormatter,
-    )
-    xp.add_argument("--arm", action="append", required=True, help="repeat for each arm")
-    xp.add_argument("--data", required=True, help="a folder written by `electra prepare`")
-    xp.add_argument("--glue", help="the folder holding CoLA/, SST-2/, ... (for GLUE tasks)")
-    xp.add_argument("--out", required=True)
-    xp.add_argument("--preset", default="tiny", help=f"{preset_names()} (default tiny)")
-    budget = xp.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--flops", type=float, help="training FLOPs per arm")
-    budget.add_argument("--steps", type=int, help="the first arm's steps set the budget")
-    xp.add_argument("--tasks", nargs="+", help="GLUE tasks (default mrpc stsb rte, without --task)")
-    xp.add_argument(
-        "--task",
-        help="a task on your own files too: classification, multilabel, regression, tagging or qa "
-        "(columns and labels with --finetune-set text_columns=A,B label_column=NAME ...)",
-    )
-    xp.add_argument("--task-data", help="--task's folder holding train.* and dev.*")
-    xp.add_argument("--seeds", type=int, default=3)
-    xp.add_argument(
-        "--score",
-        choices=("finetune", "probe", "both"),
-        default="finetune",
-        help="fine-tune each point, probe its frozen features (electra probe), or both",
-    )
-    xp.add_argument(
-        "--points", type=int, default=1, help="checkpoints fine-tuned per arm (a GLUE curve)"
-    )
-    xp.add_argument("--pretrain-set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE")
-    xp.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
-    _add_progress_off(xp, "while the arms pretrain")
-    xp.set_defaults(func=cmd_experiment)
-
-
-def _add_adapt(sub: argparse._SubParsersAction) -> None:
-    ad = sub.add_parser(
-        "adapt",
-        help="continue a checkpoint on unlabelled text (RTD, MLM) and show, with seeds, whether "
-        "it helped your task",
-        epilog="Arms: none (the checkpoint as it is), electra and mlm (continued at equal "
-        "training FLOPs), each fine-tuned and probed on the task over --seeds. Without "
-        "--corpus, the task's training text (labels dropped) is pretrained on; no dev or test "
-        "row ever is. Run the same command again to continue a stopped run.",
-        formatter_class=WholeNamesFormatter,
-    )
-    ad.add_argument("--model", required=True, help="the checkpoint: a model folder")
-    ad.add_argument("--task", required=True, help="a task (classification, tagging, sst2, ...)")
-    ad.add_argument("--data", required=True, help="the task's folder of train.* and dev.* files")
-    ad.add_argument("--out", required=True)
-    ad.add_argument("--corpus", nargs="+", help="unlabelled text files (default: the task's)")
-    ad.add_argument("--arms", nargs="+", default=["none", "electra", "mlm"])
-    ad.add_argument("--steps", type=int, default=200, help="electra's steps; mlm's match its FLOPs")
-    ad.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per model")
-    ad.add_argument("--pretrain-seeds", type=int, default=1, help="continuations per arm")
-    ad.add_argument("--batch-size", type=int, default=16, help="pretraining sequences per step")
-    ad.add_argument("--seq-len", type=int, default=128, help="pretraining sequence length")
-    ad.add_argument("--no-probe", action="store_true", help="fine-tune only, no frozen probe")
-    ad.add_argument("--text-columns", help="your own files: the text columns, A,B")
-    ad.add_argument("--label-column", help="your own files: the label column")
-    ad.add_argument("--max-train-examples", type=int, help="fine-tune on the first N rows")
-    ad.add_argument("--pretrain-set", nargs="*", default=[], metavar="SECTION.FIELD=VALUE")
-    ad.add_argument("--finetune-set", nargs="*", default=[], metavar="KEY=VALUE")
-    _add_progress_off(ad, "while the arms pretrain")
-    ad.set_defaults(func=cmd_adapt)
 
 
 def _add_detect(sub: argparse._SubParsersAction) -> None:
@@ -530,7 +449,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     dm = sub.add_parser("demo", help="the whole pipeline on a built-in corpus, on CPU, in minutes")
     dm.add_argument("--out", default="electra-demo")
     dm.add_argument("--steps", type=int, help="pretraining steps (default: the tiny preset's)")
-    _add_progress_off(dm, "while it pretrains")
+    add_progress_off(dm, "while it pretrains")
     dm.set_defaults(func=cmd_demo)
 
 

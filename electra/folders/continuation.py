@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from electra.config import TrainConfig
 from electra.data.tokenizer import load_tokenizer
 from electra.errors import ElectraError
 from electra.folders.model_folder import (
@@ -336,10 +337,19 @@ def fresh_heads(
     ]
 
 
-def continued_encoder(main: nn.Module) -> list[nn.Parameter]:
-    """The main network's encoder (its embeddings included): what a continued run holds still for
-    `train.head_warmup_steps` while the fresh heads and the generator train."""
-    return list(getattr(main, main.base_model_prefix).parameters())
+def continued_groups(objective: nn.Module, train: TrainConfig) -> dict[str, tuple]:
+    """`param_groups`' `fresh` and `held` of a continued run (`train.init_from`): its fresh heads
+    at `train.head_lr_scale`, and the main network's encoder (its embeddings included), held still
+    for `train.head_warmup_steps` while the fresh heads and the generator train."""
+    if not train.init_from:
+        return {}
+    main, generator = continued_networks(objective)
+    fresh = fresh_heads(main, generator, train.init_from, train.generator_from)
+    held = getattr(main, main.base_model_prefix).parameters()
+    return {
+        "fresh": ({id(p) for p in fresh}, train.head_lr_scale),
+        "held": ({id(p) for p in held}, train.head_warmup_steps),
+    }
 
 
 def _discriminators() -> tuple[type, ...]:

@@ -227,10 +227,10 @@ def continuation_settings(cfg: RunConfig, given: set[str], say: Callable[[str], 
     chosen = {k: v for k, v in chosen.items() if f"train.{k}" not in given}
     if not chosen:
         return cfg
-    settings = ", ".join(f"train.{k}={v:g}" for k, v in chosen.items())
+    settings = ", ".join(f"train.{k}={v:g}" for k, v in chosen.items() if v)
     say(
         f"continuing {train.init_from} with preset {cfg.preset} and continued pretraining's "
-        f"{settings} (set any of them to change it)"
+        f"{settings or 'settings'} (set any of them to change it)"
     )
     return replace(cfg, train=replace(train, **chosen))
 

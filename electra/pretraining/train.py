@@ -49,12 +49,7 @@ from electra.engine.step import Window
 from electra.engine.tracking import HELDOUT, RunLogger
 from electra.errors import ElectraError
 from electra.folders.checkpoint import load_checkpoint, save_checkpoint
-from electra.folders.continuation import (
-    continued_encoder,
-    continued_networks,
-    fresh_heads,
-    load_pair_weights,
-)
+from electra.folders.continuation import continued_groups, continued_networks, load_pair_weights
 from electra.folders.model_folder import save_pretrained
 from electra.folders.run_folder import drop_metrics_after, take_folder
 from electra.locks import RunLock
@@ -272,17 +267,12 @@ def build(
     torch.manual_seed(cfg.train.seed)
     objective = build_objective(cfg.model, cfg.objective, data.special, data.seq_len)
     objective = runtime.prepare(objective)
-    fresh, held = [], []
     if init_from_pair:
         started = load_pair_weights(
             *continued_networks(objective), cfg.train.init_from, cfg.train.generator_from
         )
         if world.is_main:
             print(started, file=sys.stderr)
-    if cfg.train.init_from:  # resumed too: the groups are the ones the run started with
-        main, generator = continued_networks(objective)
-        fresh = fresh_heads(main, generator, cfg.train.init_from, cfg.train.generator_from)
-        held = continued_encoder(main)
     shard_by = wrapped_layers()
     layers = [m for m in objective.modules() if isinstance(m, shard_by)]
     model = wrap(
@@ -293,8 +283,7 @@ def build(
         cfg.train.weight_decay,
         by_network=objective.staged,
         lr_scales={"generator": cfg.train.generator_lr_scale},
-        fresh=({id(p) for p in fresh}, cfg.train.head_lr_scale),
-        held=({id(p) for p in held}, cfg.train.head_warmup_steps),
+        **continued_groups(objective, cfg.train),  # resumed too: as the run started
     )
     optimizer = build_optimizer(groups, cfg.train, device)
     stream = BatchStream(

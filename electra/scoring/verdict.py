@@ -11,7 +11,9 @@ remembers: a run that collapsed is called collapsed until its states have won ba
   anisotropic and transfer as well as any). Once collapsed, a run is collapsed until the rank is
   back to RECOVERED_RANK_SHARE of the start's and the cosine under COLLAPSED_COSINE.
 - **drifting** (a continued run only): its states have moved away from the checkpoint's: the rank
-  under DRIFT_RANK_SHARE of the checkpoint's, or the mean cosine up by DRIFT_COSINE.
+  under DRIFT_RANK_SHARE of the checkpoint's, or the mean cosine up by DRIFT_COSINE; or, a
+  continued masked LM's, its held-out MLM loss above the checkpoint's own head's at step 0 by
+  DRIFT_MLM_LOSS nats (continuing should never make the checkpoint's own task worse).
 - **not yet**: a discriminator that ranks replacements by its own generator's samples under
   LEARNED_AUC, or does no better than the prior, or (where measured) tells the fixed corruption's
   replacements apart no better than LEARNED_FIXED_AUC: it judges tokens alone, not in context.
@@ -31,6 +33,7 @@ RECOVERED_RANK_SHARE = 0.7
 COLLAPSED_COSINE = 0.8
 DRIFT_RANK_SHARE = 0.9
 DRIFT_COSINE = 0.2
+DRIFT_MLM_LOSS = 0.1
 LEARNED_AUC = 0.6
 LEARNED_FIXED_AUC = 0.55
 
@@ -56,7 +59,9 @@ def collapsed(h: Health, start: Health, since: int | None = None) -> bool:
 def drifted(h: Health, start: Health) -> bool:
     """Whether a continued run's states have moved away from its checkpoint's."""
     fewer = h.effective_rank < DRIFT_RANK_SHARE * start.effective_rank
-    return fewer or h.mean_cosine >= start.mean_cosine + DRIFT_COSINE
+    worse_lm = h.disc_auc is None and None not in (h.mlm_loss, start.mlm_loss)
+    worse_lm = worse_lm and h.mlm_loss > start.mlm_loss + DRIFT_MLM_LOSS
+    return fewer or worse_lm or h.mean_cosine >= start.mean_cosine + DRIFT_COSINE
 
 
 def judge(history: Sequence[tuple[int, Health]], continued: bool = False) -> Verdict:
@@ -79,6 +84,8 @@ def judge(history: Sequence[tuple[int, Health]], continued: bool = False) -> Ver
         return Verdict("collapsed", f"collapsed since step {since}{tail}: {shape}")
     recovered = f"collapsed at step {first}, recovered: {shape}" if first is not None else ""
     if continued and drifted(now, start):
+        if now.disc_auc is None and None not in (now.mlm_loss, start.mlm_loss):
+            shape += f", held-out MLM loss {now.mlm_loss:.2f} against {start.mlm_loss:.2f}"
         return Verdict("drifting", f"drifting from the checkpoint it continued: {shape}")
     if now.disc_auc is not None and not ranks(now):
         return Verdict("not yet", recovered)

@@ -8,6 +8,7 @@ from electra.scoring.health import Health
 from electra.scoring.verdict import (
     COLLAPSED_COSINE,
     COLLAPSED_RANK_SHARE,
+    DRIFT_MLM_LOSS,
     RECOVERED_RANK_SHARE,
     in_words,
     judge,
@@ -107,3 +108,27 @@ def test_states_pointing_one_way_or_without_spread_are_collapsed_at_once():
     assert judge(mlm).name == "learned"
     mlm[1][1].effective_rank = 20  # under half the start's directions
     assert judge(mlm).name == "collapsed"
+
+
+def test_a_continued_masked_lm_worse_at_its_own_task_is_drifting():
+    """The mlm objective continuing a masked LM with its head: a held-out MLM loss above the
+    checkpoint's own at step 0 by more than DRIFT_MLM_LOSS is drift, with the figures said; a
+    fresh head's first loss (the vocabulary's log) is never reached again."""
+
+    def lm(loss, rank=300):
+        return Health(
+            tokens=900,
+            mlm_loss=loss,
+            hidden_rms=0.5,
+            mean_cosine=0.1,
+            effective_rank=rank,
+            hidden_size=384,
+        )
+
+    worse = [(0, lm(2.0)), (100, lm(2.0 + DRIFT_MLM_LOSS * 1.5))]
+    v = judge(worse, continued=True)
+    assert v.name == "drifting" and "held-out MLM loss 2.15 against 2.00" in v.history
+    assert (
+        judge([(0, lm(2.0)), (100, lm(2.0 + DRIFT_MLM_LOSS / 2))], continued=True).name == "learned"
+    )
+    assert judge([(0, lm(10.3)), (100, lm(4.0))], continued=True).name == "learned"
