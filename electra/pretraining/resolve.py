@@ -186,7 +186,7 @@ WARMUP_SHARE = 0.1
 # MiniLM-L6 continued on SST-2's text: docs/pretraining.md §Continuing a checkpoint, and
 # benchmarks/RESULTS.md "Issue 59"): a from-scratch preset's peak rate pulls a trained encoder's
 # states together, and fresh heads need a higher rate than the encoder under them.
-CONTINUE_LR = 1e-4
+CONTINUE_LR = 3e-5
 CONTINUE_HEAD_LR_SCALE = 10.0
 CONTINUE_HEAD_WARMUP_SHARE = 0.0
 
