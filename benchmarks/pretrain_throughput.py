@@ -69,11 +69,18 @@ from electra.engine.optim import build_optimizer, param_groups
 from electra.engine.runtime import Runtime
 from electra.engine.step import Window, train_step
 from electra.errors import ElectraError
+from electra.folders.continuation import (
+    continued_groups,
+    continued_networks,
+    load_pair_weights,
+    pair_configs,
+)
 from electra.model.attention import check_attention
 from electra.model.kernels import onednn_mm
 from electra.objectives import build_objective
 from electra.objectives.flops import model_flops_per_step
 from electra.objectives.masking import mask_tokens
+from electra.pretraining.resolve import CONTINUE_HEAD_LR_SCALE, pair_objective
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling, run as a script
 from deberta_peers import DEBERTA_IMPLEMENTATIONS, with_emd  # noqa: E402
@@ -86,6 +93,11 @@ def run_config(args):
     """The preset at the run's sizes; on deberta-v3 with the enhanced mask decoder off, work the
     `transformers` peers cannot do (`ours-emd` turns it back on)."""
     cfg = preset(args.preset)
+    if args.init_from:  # a continued run's shapes and settings, as `electra pretrain` resolves them
+        disc, gen = pair_configs(args.init_from)
+        objective = pair_objective(cfg.objective, gen, None)
+        train = replace(cfg.train, init_from=args.init_from, head_lr_scale=CONTINUE_HEAD_LR_SCALE)
+        cfg = replace(cfg, model=disc, objective=objective, train=train)
     if args.arch == "deberta-v3":
         cfg = replace(cfg, model=replace(cfg.model, enhanced_mask_decoder=False))
     return replace(
@@ -152,7 +164,12 @@ def ours(cfg, device):
     and all), or with --cuda-graph its whole-step CUDA graph (`electra.engine.graphs`)."""
     objective = build_objective(cfg.model, cfg.objective, SPECIAL, cfg.data.seq_len)
     objective = Runtime.of(cfg.train, device).prepare(objective)  # kernels, attention path
-    optimizer = build_optimizer(param_groups(objective, cfg.train.weight_decay), cfg.train, device)
+    if cfg.train.init_from:  # its weights, and its fresh heads' groups
+        load_pair_weights(*continued_networks(objective), cfg.train.init_from)
+    groups = param_groups(
+        objective, cfg.train.weight_decay, **continued_groups(objective, cfg.train)
+    )
+    optimizer = build_optimizer(groups, cfg.train, device)
     params = list(objective.parameters())
     fn = compiled(objective, cfg)
     settings = {"precision": cfg.train.precision, "clip_norm": cfg.train.clip_norm}
@@ -494,6 +511,12 @@ def main() -> None:
         "--preset",
         help="default: small, modern-small with --arch modernbert, hf-small with --arch hf, "
         "deberta-v3-xsmall with --arch deberta-v3",
+    )
+    p.add_argument(
+        "--init-from",
+        help="--arch hf: a model folder (a BERT-type checkpoint) continued, as `electra pretrain "
+        "--init-from` runs it: ours from its weights with its fresh heads' groups, the peers at "
+        "its shapes",
     )
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)

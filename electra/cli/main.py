@@ -140,7 +140,10 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
         epilog="Any config field can be set as --section.field VALUE, e.g. --train.lr 1e-4.",
         formatter_class=WholeNamesFormatter,
     )
-    pt.add_argument("--preset", help=f"{preset_names()} (default small)")
+    pt.add_argument(
+        "--preset",
+        help=f"{preset_names()} (default small; with --init-from, the folder family's of its size)",
+    )
     pt.add_argument("--config", help="a JSON or TOML config file")
     pt.add_argument("--out", help="run folder (default runs/PRESET)")
     pt.add_argument(

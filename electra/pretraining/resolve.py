@@ -12,7 +12,11 @@ A run config comes from a preset, then a config file, then `section.field` overr
    change said on stderr: the data folder's sequence length (a preset's is only a default: the
    data was prepared at one length) and the settings the objective implies
    (`electra.objectives.fill_objective_settings`: a two_stage run switches at half the steps, an
-   adversarial one warms up for a tenth). What the caller "left unset" is the keys they did not
+   adversarial one warms up for a tenth); a continued run's rate and fresh heads' scale
+   (`continuation_settings`); and a warm-up that fits the run (`fitted_warmup`: a preset's cut to
+   a tenth of the steps, a warning where the rate stays far under its peak). A run continued from
+   a folder that names no preset takes its family's of its size (`continuation_preset`, in
+   `run_config`). What the caller "left unset" is the keys they did not
    set (`given`); from Python, without `given`, a setting is the caller's where it differs from
    its preset's;
 3. given a run folder: a resumed run keeps its saved settings but those that may change
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from electra.config import (
     DEFAULT_PRESET,
+    ObjectiveConfig,
     RunConfig,
     apply_overrides,
     preset,
@@ -48,6 +53,7 @@ from electra.overrides import flatten, read_config_file
 
 if TYPE_CHECKING:  # the data folder imports numpy and the tokenizers
     from electra.data.store import PretrainingData
+    from electra.model.configs import AnyModelConfig
 
 
 def _to_stderr(note: str) -> None:
@@ -225,14 +231,14 @@ def continuation_settings(cfg: RunConfig, given: set[str], say: Callable[[str], 
         "head_warmup_steps": round(CONTINUE_HEAD_WARMUP_SHARE * train.steps),
     }
     chosen = {k: v for k, v in chosen.items() if f"train.{k}" not in given}
-    if not chosen:
-        return cfg
-    settings = ", ".join(f"train.{k}={v:g}" for k, v in chosen.items() if v)
+    train = replace(train, **chosen)
+    held = f", encoder held {train.head_warmup_steps} steps" if train.head_warmup_steps else ""
     say(
-        f"continuing {train.init_from} with preset {cfg.preset} and continued pretraining's "
-        f"{settings or 'settings'} (set any of them to change it)"
+        f"continuing {train.init_from} with preset {cfg.preset}: lr {train.lr:g}, fresh heads at "
+        f"{train.head_lr_scale:g}x{held} (continued pretraining's, where train.lr, "
+        "train.head_lr_scale and train.head_warmup_steps are not set)"
     )
-    return replace(cfg, train=replace(train, **chosen))
+    return replace(cfg, train=train)
 
 
 def fitted_warmup(cfg: RunConfig, given: set[str], say: Callable[[str], None]) -> RunConfig:
@@ -385,12 +391,19 @@ def configure_from_pair(cfg: RunConfig, data: PretrainingData) -> RunConfig:
             f"the data in {cfg.data.path} was not prepared with the tokenizer of {source}: run "
             f"`electra prepare ... --tokenizer {tokenizer_dir}`"
         )
-    objective = replace(
-        cfg.objective,
+    return replace(cfg, model=disc, objective=pair_objective(cfg.objective, gen, generator_from))
+
+
+def pair_objective(
+    objective: ObjectiveConfig, gen: AnyModelConfig, generator_from: str | None
+) -> ObjectiveConfig:
+    """A continued run's objective: its generator of `gen`'s exact sizes, sharing the
+    discriminator's token table (or, from `--generator-from`, nothing: its own)."""
+    return replace(
+        objective,
         sharing="none" if generator_from else "embeddings",
         generator_hidden_size=gen.hidden_size,
         generator_num_hidden_layers=gen.num_hidden_layers,
         generator_num_attention_heads=gen.num_attention_heads,
         generator_intermediate_size=gen.intermediate_size,
     )
-    return replace(cfg, model=disc, objective=objective)
