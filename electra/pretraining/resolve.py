@@ -249,7 +249,7 @@ def fitted_warmup(cfg: RunConfig, given: set[str], say: Callable[[str], None]) -
     if not mine and train.warmup > WARMUP_SHARE * train.steps:
         warmup = max(1, round(WARMUP_SHARE * train.steps))
         say(
-            f"warm-up {warmup} steps ({WARMUP_SHARE:.0%} of {train.steps}; the {cfg.preset} "
+            f"warm-up {warmup} step{'s' * (warmup > 1)} ({WARMUP_SHARE:.0%} of {train.steps}; the {cfg.preset} "
             f"preset's {train.warmup} is for longer runs: set train.warmup_steps to change it)"
         )
         train = replace(train, warmup_steps=warmup, warmup_proportion=0.0)
