@@ -282,8 +282,9 @@ def arm_scores(plan: AdaptPlan, out: Path) -> dict[str, dict[str, Any]]:
     """Each arm's fine-tuning (and probe) scores, pooled over its pretraining seeds, with the
     training FLOPs of its pretraining (0 for none)."""
     arms: dict[str, dict[str, Any]] = {}
+    kinds = ("finetune", "probe") if plan.probe else ("finetune",)  # as this plan scores them
     if "none" in plan.arms:
-        arms["none"] = _pooled([out / "none"], 0.0)
+        arms["none"] = _pooled([out / "none"], 0.0, kinds)
     if (out / "experiment" / "experiment.json").is_file():
         expt = json.loads((out / "experiment" / "experiment.json").read_text())
         for objective in (a for a in CONTINUED if a in plan.arms):
@@ -292,14 +293,17 @@ def arm_scores(plan: AdaptPlan, out: Path) -> dict[str, dict[str, Any]]:
                 out / "experiment" / "arms" / k / f"step_{expt['arms'][k]['steps']}" for k in labels
             ]
             flops = expt["arms"][labels[0]]["train_flops"] if labels else 0.0
-            arms[objective] = _pooled(points, flops) | {"steps": expt["arms"][labels[0]]["steps"]}
+            arms[objective] = _pooled(points, flops, kinds) | {
+                "steps": expt["arms"][labels[0]]["steps"]
+            }
     return arms
 
 
-def _pooled(points: list[Path], flops: float) -> dict[str, Any]:
-    """The scores of the points (model folders' scoring dirs) pooled: per seed, median, range."""
+def _pooled(points: list[Path], flops: float, kinds: tuple[str, ...]) -> dict[str, Any]:
+    """The scores of the points (model folders' scoring dirs) by `kinds` pooled: per seed,
+    median, range."""
     row: dict[str, Any] = {"train_flops": flops}
-    for kind in ("finetune", "probe"):
+    for kind in kinds:
         per_seed = []
         for at in points:
             summary = next(iter((at / kind).glob("*/summary.json")), None)
