@@ -44,6 +44,7 @@ from electra.recipes.experiment import (
     parse_arm,
     probe_point,
     run_experiment,
+    scored,
 )
 from electra.scoring.spread import compared
 
@@ -245,7 +246,7 @@ def run_adapt(plan: AdaptPlan, out: str | Path) -> dict[str, Any]:
         finetune_point(expt, checkpoint, plan.task, at=out / "none")
         if plan.probe:
             probe_point(expt, checkpoint, plan.task, at=out / "none")
-    return write_results(plan, out, counts)
+    return write_results(plan, expt, out, counts)
 
 
 def check_model(plan: AdaptPlan) -> None:
@@ -278,44 +279,42 @@ def check_same_plan(plan: AdaptPlan, out: Path) -> None:
         raise ElectraError(f"{out} exists and is not an adapt run's folder: choose another --out")
 
 
-def arm_scores(plan: AdaptPlan, out: Path) -> dict[str, dict[str, Any]]:
+def arm_scores(plan: AdaptPlan, expt: Plan, out: Path) -> dict[str, dict[str, Any]]:
     """Each arm's fine-tuning (and probe) scores, pooled over its pretraining seeds, with the
-    training FLOPs of its pretraining (0 for none)."""
+    training FLOPs of its pretraining (0 for none): only those scored with this plan's settings
+    (`electra.recipes.experiment.scored`), so a stopped re-scoring never mixes in older ones."""
     arms: dict[str, dict[str, Any]] = {}
-    kinds = ("finetune", "probe") if plan.probe else ("finetune",)  # as this plan scores them
     if "none" in plan.arms:
-        arms["none"] = _pooled([out / "none"], 0.0, kinds)
-    if (out / "experiment" / "experiment.json").is_file():
-        expt = json.loads((out / "experiment" / "experiment.json").read_text())
-        for objective in (a for a in CONTINUED if a in plan.arms):
-            labels = [k for k in expt["arms"] if k.rsplit("-s", 1)[0] == objective]
-            points = [
-                out / "experiment" / "arms" / k / f"step_{expt['arms'][k]['steps']}" for k in labels
-            ]
-            flops = expt["arms"][labels[0]]["train_flops"] if labels else 0.0
-            arms[objective] = _pooled(points, flops, kinds) | {
-                "steps": expt["arms"][labels[0]]["steps"]
-            }
+        arms["none"] = _pooled(expt, [out / "none"]) | {"train_flops": 0.0}
+    saved = out / "experiment" / "experiment.json"
+    resolved = json.loads(saved.read_text())["arms"] if saved.is_file() else {}
+    for objective in CONTINUED:
+        labels = [k for k in resolved if k.rsplit("-s", 1)[0] == objective]
+        if objective not in plan.arms or not labels:
+            continue
+        info = resolved[labels[0]]
+        points = [out / "experiment" / "arms" / k / f"step_{resolved[k]['steps']}" for k in labels]
+        arms[objective] = _pooled(expt, points) | {
+            "train_flops": info["train_flops"],
+            "steps": info["steps"],
+        }
     return arms
 
 
-def _pooled(points: list[Path], flops: float, kinds: tuple[str, ...]) -> dict[str, Any]:
-    """The scores of the points (model folders' scoring dirs) by `kinds` pooled: per seed,
-    median, range."""
-    row: dict[str, Any] = {"train_flops": flops}
-    for kind in kinds:
+def _pooled(expt: Plan, points: list[Path]) -> dict[str, Any]:
+    """The points' scores on the task, per kind the plan scores, pooled: per seed, median,
+    range (a probe's mean-pooled, or a tagger's per-token)."""
+    row: dict[str, Any] = {}
+    for kind in ("finetune", "probe"):
         per_seed = []
         for at in points:
-            summary = next(iter((at / kind).glob("*/summary.json")), None)
-            if summary is None:
-                continue
-            saved = json.loads(summary.read_text())
-            if kind == "finetune":
-                per_seed += saved["per_seed"]
-                row["metric"] = saved["metric"]
-            else:
-                features = saved["features"]
-                per_seed += features.get("mean", features.get("token", {})).get("per_seed", [])
+            for saved in scored(expt, at, kind).values():
+                if kind == "finetune":
+                    per_seed += saved["per_seed"]
+                    row["metric"] = saved["metric"]
+                else:
+                    features = saved["features"]  # (saved JSON sorts its keys)
+                    per_seed += features.get("mean", features.get("token", {}))["per_seed"]
         if per_seed:
             row[kind] = {
                 "median": statistics.median(per_seed),
@@ -326,8 +325,8 @@ def _pooled(points: list[Path], flops: float, kinds: tuple[str, ...]) -> dict[st
     return row
 
 
-def write_results(plan: AdaptPlan, out: Path, counts: dict[str, Any]) -> dict[str, Any]:
-    arms = arm_scores(plan, out)
+def write_results(plan: AdaptPlan, expt: Plan, out: Path, counts: dict[str, Any]) -> dict[str, Any]:
+    arms = arm_scores(plan, expt, out)
     versus = [(a, "none") for a in CONTINUED if a in arms and "none" in arms]
     versus += [("electra", "mlm")] if {"electra", "mlm"} <= set(arms) else []
     comparisons = {}
